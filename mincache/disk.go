@@ -90,7 +90,7 @@ func (t *diskTier) load() error {
 		if m, err = t.rebuild(); err != nil {
 			return err
 		}
-		if t.index, err = writeIndex(t.dir, m); err != nil {
+		if t.index, err = writeIndex(t.dir, m, false); err != nil {
 			return err
 		}
 	}
@@ -102,11 +102,9 @@ func (t *diskTier) load() error {
 }
 
 func (t *diskTier) makeDirs() error {
-	if err := os.MkdirAll(t.tmpDir(), 0o755); err != nil {
-		return fmt.Errorf("mincache: create cache dir: %w", err)
-	}
-	for i := range 256 {
-		if err := os.MkdirAll(filepath.Join(t.dir, "data", fmt.Sprintf("%02x", i)), 0o755); err != nil {
+	// data/<hh>/ subdirectories are made on first use (writeEntry).
+	for _, d := range []string{t.tmpDir(), filepath.Join(t.dir, "data")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
 			return fmt.Errorf("mincache: create cache dir: %w", err)
 		}
 	}
@@ -347,6 +345,13 @@ func (t *diskTier) writeEntry(final string, hdr, data []byte) error {
 	}
 	if err == nil {
 		err = os.Rename(f.Name(), final)
+		if errors.Is(err, fs.ErrNotExist) {
+			// data/<hh>/ not made yet; a missing data/ (the cache dir
+			// removed under us) stays an error.
+			if err = os.Mkdir(filepath.Dir(final), 0o755); err == nil {
+				err = os.Rename(f.Name(), final)
+			}
+		}
 	}
 	if err != nil {
 		_ = os.Remove(f.Name())
@@ -384,7 +389,7 @@ func (t *diskTier) drop() error {
 	if t.index != nil {
 		t.index.Close()
 	}
-	idx, err := writeIndex(t.dir, t.m)
+	idx, err := writeIndex(t.dir, t.m, false)
 	if err != nil {
 		t.index = nil
 		return err
@@ -408,7 +413,7 @@ func (t *diskTier) close() error {
 	if t.index != nil {
 		t.index.Close()
 		var idx *os.File
-		if idx, err = writeIndex(t.dir, t.m); err == nil {
+		if idx, err = writeIndex(t.dir, t.m, true); err == nil {
 			idx.Close()
 		}
 		t.index = nil

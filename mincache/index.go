@@ -85,8 +85,10 @@ func loadIndex(path string) (m map[keyHash]diskEntry, valid int64, err error) {
 }
 
 // writeIndex atomically replaces the index at dir with a compacted one
-// holding m, and returns it open for appending.
-func writeIndex(dir string, m map[keyHash]diskEntry) (*os.File, error) {
+// holding m, and returns it open for appending. With durable it is
+// fsync'd before the rename (Close); otherwise a crash may leave the old
+// index, whose stale records then read as vanished entries (misses).
+func writeIndex(dir string, m map[keyHash]diskEntry, durable bool) (*os.File, error) {
 	tmp := filepath.Join(dir, indexTmp)
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
@@ -105,7 +107,8 @@ func writeIndex(dir string, m map[keyHash]diskEntry) (*os.File, error) {
 			buf = buf[:0]
 		}
 	}
-	if _, err := f.Write(buf); err == nil {
+	_, err = f.Write(buf)
+	if err == nil && durable {
 		err = f.Sync()
 	}
 	if err != nil {
@@ -116,7 +119,9 @@ func writeIndex(dir string, m map[keyHash]diskEntry) (*os.File, error) {
 		f.Close()
 		return nil, fmt.Errorf("mincache: write index: %w", err)
 	}
-	syncDir(dir)
+	if durable {
+		syncDir(dir)
+	}
 	if _, err := f.Seek(0, io.SeekEnd); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("mincache: write index: %w", err)
