@@ -2,48 +2,300 @@ package fs
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
 	"time"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/stallfs/stallfs/backend"
 )
 
 // Options configures a mount. The zero value works.
 type Options struct {
-	// KernelCache lets the kernel page cache keep file data. Off by
-	// default: file data is served with direct I/O so the kernel's LRU
-	// never decides what stays cached.
+	// KernelCache lets the kernel page cache keep file data
+	// (FOPEN_KEEP_CACHE). Off by default: file data is served with direct
+	// I/O so the kernel's LRU never decides what stays cached.
 	KernelCache bool
 	// AllowOther lets users other than the mounter access the mount.
 	AllowOther bool
 	// ReadAhead is the kernel's maximum readahead in bytes (0: default).
+	// It matters only with KernelCache.
 	ReadAhead int64
 	// EntryTimeout and AttrTimeout are how long the kernel may cache names
-	// and attributes (0: one hour; the dataset does not change during a run).
+	// and attributes (0: one hour). The dataset is read once at mount and
+	// never changes during a run; a changed source is picked up by
+	// remounting.
 	EntryTimeout, AttrTimeout time.Duration
 	// ChunkSize is the size of a cache item of a large file (0: 4 MiB).
+	// Files up to this size are one item.
 	ChunkSize int64
-	// FsName is shown in /proc/mounts as the source (0: backend String()).
+	// FsName is shown in /proc/mounts as the source (empty: backend String()).
 	FsName string
 	// Logger receives the mount's logs (nil: discard).
 	Logger *slog.Logger
 	// Debug logs every FUSE request.
 	Debug bool
+
+	// Cache is consulted before the backend and offered every fetched
+	// item (nil: no cache).
+	Cache Cache
+	// Recorder receives every read's source, size and blocked time (nil:
+	// none).
+	Recorder Recorder
+	// MaxFills bounds concurrent backend item reads (0: 64).
+	MaxFills int
+	// ReadaheadChunks is how many chunks after the current one a
+	// sequential reader of a large file fetches ahead (0: 2; negative:
+	// none).
+	ReadaheadChunks int
+	// Retries is how often a failed backend read is retried before the
+	// read fails with EIO (0: 3; negative: never). Missing, stale and
+	// short reads are not retried.
+	Retries int
+	// RetryBackoff is the wait before the first retry, doubled for each
+	// next one (0: 10ms).
+	RetryBackoff time.Duration
+	// BufferBytes bounds the recently fetched items that the cache did not
+	// take, kept to serve an item's remaining parts and readahead (0: 64
+	// MiB).
+	BufferBytes int64
+	// ListParallel bounds concurrent List calls while the tree is read at
+	// mount, for backends without a Walker (0: 16).
+	ListParallel int
+	// ControlSocket is the path of the control socket (empty: derived from
+	// the mountpoint, see ControlSocketPath).
+	ControlSocket string
 }
+
+func (o Options) withDefaults() Options {
+	if o.EntryTimeout <= 0 {
+		o.EntryTimeout = time.Hour
+	}
+	if o.AttrTimeout <= 0 {
+		o.AttrTimeout = time.Hour
+	}
+	if o.ChunkSize <= 0 {
+		o.ChunkSize = 4 << 20
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.MaxFills <= 0 {
+		o.MaxFills = 64
+	}
+	if o.ReadaheadChunks == 0 {
+		o.ReadaheadChunks = 2
+	}
+	if o.Retries == 0 {
+		o.Retries = 3
+	}
+	if o.Retries < 0 {
+		o.Retries = 0
+	}
+	if o.RetryBackoff <= 0 {
+		o.RetryBackoff = 10 * time.Millisecond
+	}
+	if o.BufferBytes <= 0 {
+		o.BufferBytes = 64 << 20
+	}
+	if o.ListParallel <= 0 {
+		o.ListParallel = 16
+	}
+	return o
+}
+
+func (o Options) readerOptions() readerOptions {
+	return readerOptions{
+		chunk:     o.ChunkSize,
+		maxFills:  o.MaxFills,
+		readahead: max(o.ReadaheadChunks, 0),
+		retries:   o.Retries,
+		backoff:   o.RetryBackoff,
+		buffer:    o.BufferBytes,
+		cache:     o.Cache,
+		recorder:  o.Recorder,
+		log:       o.Logger,
+	}
+}
+
+// maxRead is the largest FUSE read request; go-fuse caps it to what the
+// kernel allows (1 MiB with the default max_pages_limit).
+const maxRead = 1 << 20
 
 // Mount is a mounted stallfs file system.
-type Mount struct{}
+type Mount struct {
+	// immutable after New
+	mountpoint string
+	source     string
+	opts       Options
+	log        *slog.Logger
+	tree       *tree
+	rd         *reader
+	server     *fuse.Server
+	ctl        *controlServer
+	started    time.Time
+	cancel     context.CancelFunc
+	uid, gid   uint32
 
-// New mounts b read-only at mountpoint and returns once the kernel serves
-// the mount. ctx bounds the mount's setup only; the mount lives until
-// Unmount.
-func New(ctx context.Context, mountpoint string, b backend.Backend, opts Options) (*Mount, error) {
-	return nil, errors.New("fs: not implemented yet")
+	unmountOnce sync.Once
+	unmountErr  error
 }
 
-// Wait blocks until the file system is unmounted.
-func (m *Mount) Wait() {}
+// New reads the whole tree of b, mounts it read-only at mountpoint and
+// returns once the kernel serves the mount. ctx bounds the setup only; the
+// mount lives until Unmount.
+func New(ctx context.Context, mountpoint string, b backend.Backend, opts Options) (*Mount, error) {
+	opts = opts.withDefaults()
+	abs, err := filepath.Abs(mountpoint)
+	if err != nil {
+		return nil, fmt.Errorf("mountpoint %s: %w", mountpoint, err)
+	}
+	if err := CheckMountpoint(abs); err != nil {
+		return nil, err
+	}
+	t, err := readTree(ctx, b, opts.ListParallel)
+	if err != nil {
+		return nil, fmt.Errorf("read tree of %s: %w", b, err)
+	}
+	life, cancel := context.WithCancel(context.Background())
+	m := &Mount{
+		mountpoint: abs,
+		source:     b.String(),
+		opts:       opts,
+		log:        opts.Logger,
+		tree:       t,
+		started:    time.Now(),
+		cancel:     cancel,
+		uid:        uint32(os.Getuid()),
+		gid:        uint32(os.Getgid()),
+	}
+	m.rd = newReader(life, b, opts.readerOptions())
+	sock := opts.ControlSocket
+	if sock == "" {
+		if sock, err = derivedSocketPath(abs, true); err != nil {
+			cancel()
+			return nil, err
+		}
+	}
+	if m.ctl, err = startControl(sock, m); err != nil {
+		cancel()
+		return nil, err
+	}
+	fsName := opts.FsName
+	if fsName == "" {
+		fsName = b.String()
+	}
+	neg := opts.EntryTimeout
+	gopts := &gofs.Options{
+		MountOptions: fuse.MountOptions{
+			FsName:       fsName,
+			Name:         "stallfs",
+			AllowOther:   opts.AllowOther,
+			DirectMount:  true,
+			MaxReadAhead: int(min(opts.ReadAhead, maxRead)),
+			MaxWrite:     maxRead,
+			Debug:        opts.Debug,
+			Options:      []string{"ro"},
+		},
+		EntryTimeout:    &opts.EntryTimeout,
+		AttrTimeout:     &opts.AttrTimeout,
+		NegativeTimeout: &neg,
+		UID:             m.uid,
+		GID:             m.gid,
+		RootStableAttr:  &gofs.StableAttr{Ino: dirIno(0)},
+	}
+	if opts.Debug {
+		gopts.MountOptions.Logger = slog.NewLogLogger(opts.Logger.Handler(), slog.LevelDebug)
+	}
+	m.server, err = gofs.Mount(abs, &dirNode{m: m, dir: 0}, gopts)
+	if err != nil {
+		m.ctl.close()
+		cancel()
+		m.rd.close()
+		return nil, fmt.Errorf("mount %s: %w", abs, err)
+	}
+	m.log.Info("mounted", "source", m.source, "mountpoint", abs, "files", t.files(), "bytes", t.bytes, "control", sock)
+	return m, nil
+}
 
-// Unmount unmounts the file system and releases its resources.
-func (m *Mount) Unmount() error { return errors.New("fs: not implemented yet") }
+// readTree lists the source and lays it out.
+func readTree(ctx context.Context, b backend.Backend, parallel int) (*tree, error) {
+	root, err := b.Stat(ctx, "")
+	if err != nil {
+		// Object stores may have no entry for the root prefix; the
+		// listing below still reports a missing source.
+		root = backend.Entry{Mode: 0o555, ModTime: time.Now()}
+	}
+	listing, err := listAll(ctx, b, parallel)
+	if err != nil {
+		return nil, err
+	}
+	return buildTree(root, listing)
+}
+
+// Wait blocks until the file system is unmounted and the kernel has let go
+// of it (after a lazy unmount, when the last open file is closed).
+func (m *Mount) Wait() { m.server.Wait() }
+
+// Unmount unmounts the file system and releases its resources. With files
+// still open it detaches the mount lazily: the name disappears at once and
+// the kernel releases the mount when the last file is closed. It stops all
+// backend fills and removes the control socket. Calling it again returns
+// the first result.
+func (m *Mount) Unmount() error {
+	m.unmountOnce.Do(func() {
+		if err := m.server.Unmount(); err != nil {
+			m.log.Debug("unmount busy, detaching lazily", "err", err)
+			if err := ForceUnmount(m.mountpoint); err != nil {
+				m.unmountErr = fmt.Errorf("unmount %s: %w", m.mountpoint, err)
+			}
+		}
+		m.cancel()
+		m.rd.close()
+		m.ctl.close()
+		m.log.Info("unmounted", "mountpoint", m.mountpoint)
+	})
+	return m.unmountErr
+}
+
+// Mountpoint returns the absolute path the file system is mounted at.
+func (m *Mount) Mountpoint() string { return m.mountpoint }
+
+// Files returns the number of regular files of the dataset.
+func (m *Mount) Files() int { return m.tree.files() }
+
+// DatasetBytes returns the total size of the dataset's regular files.
+func (m *Mount) DatasetBytes() int64 { return m.tree.bytes }
+
+// PathOf returns the slash-separated path, relative to the source root, of
+// the regular file with ID id. IDs are dense, 0..Files()-1, in the byte
+// order of the paths. It returns "" for an ID out of range.
+func (m *Mount) PathOf(id uint32) string {
+	if int(id) >= m.tree.files() {
+		return ""
+	}
+	return m.tree.pathOf(m.tree.fileEnt[id])
+}
+
+// FileID returns the ID of the regular file at path p (slash-separated,
+// relative to the source root).
+func (m *Mount) FileID(p string) (uint32, bool) {
+	e, ok := m.tree.lookupPath(p)
+	if !ok || !m.tree.ents[e].mode.IsRegular() {
+		return 0, false
+	}
+	return m.tree.ents[e].ref, true
+}
+
+// Handle registers h on the control socket's server for pattern (as
+// http.ServeMux does). It may be called while the mount serves.
+func (m *Mount) Handle(pattern string, h http.Handler) { m.ctl.mux.Handle(pattern, h) }
+
+// ControlSocket returns the path of this mount's control socket.
+func (m *Mount) ControlSocket() string { return m.ctl.path }

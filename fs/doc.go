@@ -1,0 +1,35 @@
+// Package fs serves a backend as a read-only FUSE file system: the node
+// tree, the read path that composes the cache tiers and the backend,
+// the errno mapping, and the control socket.
+//
+// Invariants:
+//
+//   - The tree is read once, when the mount starts, and never changes:
+//     LOOKUP, GETATTR and READDIR make no backend calls, and the kernel
+//     may cache names and attributes for a long time (one hour by
+//     default). A changed source is picked up by remounting.
+//   - Regular files have dense IDs 0..N-1 in the byte order of their
+//     slash-separated paths. Inode numbers derive from IDs and directory
+//     indexes, so they are stable across lookups and remounts of the
+//     same tree.
+//   - Symlinks of the source are shown as symlinks with their target;
+//     the kernel resolves them (a relative target inside the dataset
+//     works; an absolute one points into the host). Devices, pipes and
+//     sockets are left out.
+//   - Nothing is ever written: the mount is read-only in the kernel and
+//     every mutating operation answers EROFS.
+//   - A read returns fewer bytes than asked only at end of file. A backend
+//     short read is an error (EIO), never short data.
+//   - A file is read in items: the whole file up to ChunkSize, else
+//     ChunkSize chunks. Each item is fetched from the backend at most once
+//     at a time, however many readers want it; the fetch runs under the
+//     mount's lifetime, not under a reader's request, so an interrupted
+//     reader (EINTR) does not fail the others.
+//   - Backend reads are bounded (Options.MaxFills); readahead never blocks
+//     a reader and is skipped when its slots are full.
+//   - toErrno is the only place an error becomes an errno; unknown errors
+//     are EIO, never ENOSYS.
+//   - The control socket is found from the mountpoint without adding
+//     anything to the listing: the root answers the unlisted xattr
+//     ControlXattr with the socket's path.
+package fs

@@ -1,0 +1,356 @@
+package fs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	iofs "io/fs"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+
+	"github.com/stallfs/stallfs/backend"
+	"github.com/stallfs/stallfs/mincache"
+	"github.com/stallfs/stallfs/stats"
+)
+
+// Cache is the item cache the read path consults before the backend
+// (mincache implements it). Implementations must be safe for concurrent use.
+type Cache interface {
+	// ReadAt copies len(p) bytes of item k starting at off into p. ok is
+	// true only when all of p was filled, and t names the tier that served
+	// it. A zero-length p asks whether k is cached without copying.
+	ReadAt(k mincache.Key, p []byte, off int64) (n int, t mincache.Tier, ok bool)
+	// Admit offers a whole item; the cache may keep it (returning the tier
+	// that took it) or not (mincache.None). It must not retain data.
+	Admit(k mincache.Key, data []byte) mincache.Tier
+}
+
+// Recorder receives one call per part of a read served from one item
+// (the stats package implements it). blocked is how long the reader waited
+// for a backend fill; it is 0 for cache hits.
+type Recorder interface {
+	Read(file uint32, src stats.Source, n int64, blocked time.Duration)
+}
+
+// readerOptions are the read path's settings, defaults already applied.
+type readerOptions struct {
+	chunk     int64
+	maxFills  int
+	readahead int
+	retries   int
+	backoff   time.Duration
+	buffer    int64
+	cache     Cache
+	recorder  Recorder
+	log       *slog.Logger
+}
+
+// reader serves reads item by item: cache, recently fetched items, then one
+// shared backend fill per item.
+type reader struct {
+	// immutable after newReader
+	b    backend.Backend
+	o    readerOptions
+	life context.Context // fills run under it, not under a caller's ctx
+	sem  chan struct{}   // bounds concurrent backend fills
+	ra   chan struct{}   // bounds readahead goroutines; never waited on
+
+	flights singleflight.Group
+	recent  recentItems
+	errs    errOnce
+
+	mu     sync.Mutex
+	closed bool           // guarded by mu
+	wg     sync.WaitGroup // fills and readahead; Add only under mu when !closed
+}
+
+func newReader(life context.Context, b backend.Backend, o readerOptions) *reader {
+	r := &reader{
+		b:    b,
+		o:    o,
+		life: life,
+		sem:  make(chan struct{}, o.maxFills),
+		ra:   make(chan struct{}, 4*max(o.readahead, 1)),
+	}
+	r.recent.max = o.buffer
+	return r
+}
+
+// close waits for every fill and readahead to end. The caller cancels life
+// first so they end promptly.
+func (r *reader) close() {
+	r.mu.Lock()
+	r.closed = true
+	r.mu.Unlock()
+	r.wg.Wait()
+}
+
+func (r *reader) begin() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return false
+	}
+	r.wg.Add(1)
+	return true
+}
+
+// errClosed reports a read on a mount that is being unmounted.
+var errClosed = errors.New("mount is closing")
+
+// fileRef is what the read path needs of one regular file.
+type fileRef struct {
+	id      uint32
+	path    string
+	version string
+	size    int64
+}
+
+// items returns the number of items of a file and the length of item k.
+func (r *reader) itemLen(f *fileRef, k int64) int64 {
+	if f.size <= r.o.chunk {
+		return f.size
+	}
+	return min(r.o.chunk, f.size-k*r.o.chunk)
+}
+
+func (r *reader) key(f *fileRef, k int64) mincache.Key {
+	return mincache.Key{Path: f.path, Version: f.version, Chunk: k}
+}
+
+// seqState tracks one open file's access pattern for readahead.
+type seqState struct {
+	last atomic.Int64 // last item read, -1 before the first read
+	done atomic.Int64 // readahead was started up to this item
+}
+
+func newSeqState() *seqState {
+	s := &seqState{}
+	s.last.Store(-1)
+	s.done.Store(-1)
+	return s
+}
+
+// read fills dest from byte off of f. It returns fewer bytes than len(dest)
+// only at EOF.
+func (r *reader) read(ctx context.Context, f *fileRef, seq *seqState, dest []byte, off int64) (int, error) {
+	if off >= f.size || len(dest) == 0 {
+		return 0, nil
+	}
+	end := min(off+int64(len(dest)), f.size)
+	pos := 0
+	for off < end {
+		k, inItem := int64(0), off
+		if f.size > r.o.chunk {
+			k, inItem = off/r.o.chunk, off%r.o.chunk
+		}
+		ilen := r.itemLen(f, k)
+		part := dest[pos : pos+int(min(end-off, ilen-inItem))]
+		if err := r.readItem(ctx, f.id, r.key(f, k), ilen, part, inItem); err != nil {
+			return pos, err
+		}
+		pos += len(part)
+		off += int64(len(part))
+		if seq != nil && f.size > r.o.chunk {
+			r.maybeReadahead(f, seq, k)
+		}
+	}
+	return pos, nil
+}
+
+// fillResult is what one backend fill hands to its waiters. buf is nil when
+// the fill found the item already cached.
+type fillResult struct {
+	buf  []byte
+	tier mincache.Tier
+}
+
+// readItem copies len(dest) bytes of item key, starting at offInItem, into
+// dest. itemLen is the item's full length.
+func (r *reader) readItem(ctx context.Context, file uint32, key mincache.Key, itemLen int64, dest []byte, offInItem int64) error {
+	for attempt := 0; ; attempt++ {
+		if r.o.cache != nil {
+			if _, t, ok := r.o.cache.ReadAt(key, dest, offInItem); ok {
+				r.record(file, tierSource(t), len(dest), 0)
+				return nil
+			}
+		}
+		if r.recent.copyOut(key, dest, offInItem) {
+			r.record(file, stats.Backend, len(dest), 0)
+			return nil
+		}
+		start := time.Now()
+		res, err := r.fill(ctx, key, itemLen)
+		if err != nil {
+			return err
+		}
+		if res.buf == nil {
+			if attempt == 0 {
+				continue // cached by another flight meanwhile: read it there
+			}
+			return fmt.Errorf("read %s: item vanished from the cache", keyString(key))
+		}
+		copy(dest, res.buf[offInItem:])
+		r.record(file, stats.Backend, len(dest), time.Since(start))
+		return nil
+	}
+}
+
+func (r *reader) record(file uint32, src stats.Source, n int, blocked time.Duration) {
+	if r.o.recorder != nil {
+		r.o.recorder.Read(file, src, int64(n), blocked)
+	}
+}
+
+func tierSource(t mincache.Tier) stats.Source {
+	if t == mincache.Disk {
+		return stats.Disk
+	}
+	return stats.Memory
+}
+
+func keyString(k mincache.Key) string {
+	return k.Path + "\x00" + k.Version + "\x00" + strconv.FormatInt(k.Chunk, 10)
+}
+
+// fill joins or starts the one backend fill of key and waits for it, or
+// for ctx (then it returns a context.Canceled error; the fill goes on).
+func (r *reader) fill(ctx context.Context, key mincache.Key, itemLen int64) (fillResult, error) {
+	ch := r.flights.DoChan(keyString(key), func() (any, error) { return r.doFill(key, itemLen) })
+	select {
+	case res := <-ch:
+		if res.Err != nil {
+			return fillResult{}, res.Err
+		}
+		return res.Val.(fillResult), nil
+	case <-ctx.Done():
+		return fillResult{}, fmt.Errorf("read %s: %w", key.Path, context.Canceled)
+	}
+}
+
+// doFill runs once per flight, under the mount's lifetime: it checks the
+// cache again (another flight may have just admitted the item), takes a
+// fill slot, reads the whole item with bounded retries and admits it.
+func (r *reader) doFill(key mincache.Key, itemLen int64) (fillResult, error) {
+	if !r.begin() {
+		return fillResult{}, errClosed
+	}
+	defer r.wg.Done()
+	if r.o.cache != nil {
+		if _, _, ok := r.o.cache.ReadAt(key, nil, 0); ok {
+			return fillResult{}, nil
+		}
+	}
+	select {
+	case r.sem <- struct{}{}:
+	case <-r.life.Done():
+		return fillResult{}, errClosed
+	}
+	defer func() { <-r.sem }()
+	buf := make([]byte, itemLen)
+	if err := r.fetch(key, buf); err != nil {
+		r.errs.log(r.o.log, key, err)
+		return fillResult{}, err
+	}
+	res := fillResult{buf: buf}
+	if r.o.cache != nil {
+		res.tier = r.o.cache.Admit(key, buf)
+	}
+	if res.tier == mincache.None {
+		// Not cached: keep it a while so the item's other parts (reads
+		// are at most 1 MiB, items up to the chunk size) and readahead
+		// find it.
+		r.recent.add(key, buf)
+	}
+	return res, nil
+}
+
+// fetch reads the whole item into buf from the backend, retrying errors
+// that may pass (not missing, not stale, not short).
+func (r *reader) fetch(key mincache.Key, buf []byte) error {
+	off := key.Chunk * r.o.chunk
+	var err error
+	for try := 0; try <= r.o.retries; try++ {
+		if try > 0 {
+			t := time.NewTimer(r.o.backoff << (try - 1))
+			select {
+			case <-t.C:
+			case <-r.life.Done():
+				t.Stop()
+				return fmt.Errorf("read %s@%d: %w (after %v)", key.Path, off, errClosed, err)
+			}
+		}
+		var n int
+		n, err = r.b.ReadAt(r.life, key.Path, key.Version, buf, off)
+		if n == len(buf) && (err == nil || errors.Is(err, io.EOF)) {
+			return nil
+		}
+		if err == nil || errors.Is(err, io.EOF) {
+			return fmt.Errorf("read %s@%d: short read, %d of %d bytes: %w", key.Path, off, n, len(buf), io.ErrUnexpectedEOF)
+		}
+		err = fmt.Errorf("read %s@%d: %w", key.Path, off, err)
+		if !retryable(err) || r.life.Err() != nil {
+			return err
+		}
+	}
+	return err
+}
+
+func retryable(err error) bool {
+	return !errors.Is(err, backend.ErrStale) && !errors.Is(err, iofs.ErrNotExist) &&
+		!errors.Is(err, iofs.ErrPermission) && !errors.Is(err, context.Canceled)
+}
+
+// maybeReadahead starts background fills of the items after k when the
+// file is being read in order. It never blocks: when too many readaheads
+// run, it skips.
+func (r *reader) maybeReadahead(f *fileRef, seq *seqState, k int64) {
+	last := seq.last.Swap(k)
+	if r.o.readahead <= 0 || (last != k && last != k-1) {
+		return
+	}
+	lastItem := (f.size - 1) / r.o.chunk
+	to := min(k+int64(r.o.readahead), lastItem)
+	for {
+		done := seq.done.Load()
+		if done >= to {
+			return
+		}
+		if seq.done.CompareAndSwap(done, to) {
+			for j := max(done+1, k+1); j <= to; j++ {
+				r.prefetch(r.key(f, j), r.itemLen(f, j))
+			}
+			return
+		}
+	}
+}
+
+// prefetch fills one item in the background if a readahead slot is free.
+func (r *reader) prefetch(key mincache.Key, itemLen int64) {
+	if r.recent.has(key) {
+		return
+	}
+	select {
+	case r.ra <- struct{}{}:
+	default:
+		return
+	}
+	if !r.begin() {
+		<-r.ra
+		return
+	}
+	go func() {
+		defer r.wg.Done()
+		defer func() { <-r.ra }()
+		select {
+		case <-r.flights.DoChan(keyString(key), func() (any, error) { return r.doFill(key, itemLen) }):
+		case <-r.life.Done():
+		}
+	}()
+}
