@@ -1,0 +1,240 @@
+package stats
+
+import (
+	"math"
+	"time"
+)
+
+// Epoch detection. Each file carries the tag of the epoch it was last read
+// in and its bytes read in that epoch; each shard counts, under the same
+// tag, its files touched and its files fully read. No per-epoch reset walks
+// the table: a stale tag reads as "not yet read in this epoch".
+//
+// An epoch ends by itself when every file was fully read in it (each shard
+// reaches its file count; the last shard to do so closes the epoch), or at
+// a re-read of a file after at least reReadShare of the files were touched
+// (the next epoch has begun while a few files of this one were still in a
+// loader's reorder window). SetEpoch closes epochs explicitly and switches
+// the detector off.
+
+// reReadShare is the share of files that must have been read in an epoch
+// before a re-read ends it.
+const reReadShare = 0.9
+
+const (
+	tagBits  = 16
+	tagShift = 64 - tagBits
+	low48    = 1<<tagShift - 1
+	low24    = 1<<24 - 1
+)
+
+// tagOf maps the epoch sequence to a tag in 1..2^16-1 (0 is "never read").
+func tagOf(seq uint64) uint64 { return (seq-1)%(1<<tagBits-1) + 1 }
+
+// trackEpoch updates the file's and the shard's epoch state for a read of n
+// bytes and ends the epoch when the read completes it.
+func (r *Recorder) trackEpoch(e *fileEntry, sh *shard, file uint32, n int64) {
+	var seq, oldBytes, newBytes uint64
+	var first bool
+	for {
+		seq = r.epochSeq.Load()
+		tag := tagOf(seq)
+		old := e.state.Load()
+		first = old>>tagShift != tag
+		oldBytes = 0
+		if !first {
+			oldBytes = old & low48
+		}
+		newBytes = min(oldBytes+uint64(n), low48)
+		if e.state.CompareAndSwap(old, tag<<tagShift|newBytes) {
+			break
+		}
+	}
+	size := int64(-1)
+	if r.opts.SizeOf != nil {
+		size = r.opts.SizeOf(file)
+	}
+	var completed, reread bool
+	switch {
+	case size < 0:
+		completed, reread = first, !first
+	case first:
+		completed = newBytes >= uint64(size)
+	default:
+		reread = oldBytes >= uint64(size)
+		completed = !reread && newBytes >= uint64(size)
+	}
+	if first || completed {
+		r.shardTouch(sh, file, seq, first, completed)
+	}
+	// The own shard's share is a cheap, local estimate of the dataset's; only
+	// near the end of an epoch is the exact count summed over the shards.
+	if reread && !r.explicit.Load() && r.shardShare(sh, file, seq) >= reReadShare-0.1 &&
+		r.touchedShare(seq) >= reReadShare {
+		r.advance(seq, "reread")
+	}
+}
+
+// shardTouch counts a file touched and/or fully read in epoch seq.
+func (r *Recorder) shardTouch(sh *shard, file uint32, seq uint64, touched, completed bool) {
+	tag := tagOf(seq)
+	var done uint64
+	for {
+		if r.epochSeq.Load() != seq {
+			return // the epoch ended meanwhile; the file counts again when read next
+		}
+		old := sh.touch.Load()
+		t, d := old>>24&low24, old&low24
+		if old>>tagShift != tag {
+			t, d = 0, 0
+		}
+		if touched {
+			t++
+		}
+		if completed {
+			d++
+		}
+		if sh.touch.CompareAndSwap(old, tag<<tagShift|min(t, low24)<<24|min(d, low24)) {
+			done = d
+			break
+		}
+	}
+	if !completed || done != r.shardFiles[shardOf(file)] {
+		return
+	}
+	// This shard is complete; count it, and close the epoch with the last.
+	for {
+		if r.epochSeq.Load() != seq {
+			return
+		}
+		old := r.shardsDone.Load()
+		c := old & (1<<32 - 1)
+		if old>>32 != tag {
+			c = 0
+		}
+		c++
+		if r.shardsDone.CompareAndSwap(old, tag<<32|c) {
+			if c == r.liveShards && !r.explicit.Load() {
+				r.advance(seq, "full_pass")
+			}
+			return
+		}
+	}
+}
+
+// touchedFiles is the number of files touched in epoch seq.
+func (r *Recorder) touchedFiles(seq uint64) int64 {
+	tag := tagOf(seq)
+	var n int64
+	for i := range r.shards {
+		v := r.shards[i].touch.Load()
+		if v>>tagShift == tag {
+			n += int64(v >> 24 & low24)
+		}
+	}
+	return n
+}
+
+// shardShare is the share of sh's files touched in epoch seq.
+func (r *Recorder) shardShare(sh *shard, file uint32, seq uint64) float64 {
+	v := sh.touch.Load()
+	if v>>tagShift != tagOf(seq) {
+		return 0
+	}
+	return ratio(float64(v>>24&low24), float64(r.shardFiles[shardOf(file)]))
+}
+
+// touchedShare is the share of the dataset's files touched in epoch seq.
+func (r *Recorder) touchedShare(seq uint64) float64 {
+	if len(r.files) == 0 {
+		return 0
+	}
+	return float64(r.touchedFiles(seq)) / float64(len(r.files))
+}
+
+// advance ends epoch seq if it is still the current one.
+func (r *Recorder) advance(seq uint64, reason string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.epochSeq.Load() != seq {
+		return
+	}
+	r.closeEpochLocked(reason, r.epochNum.Load()+1)
+}
+
+// closeEpochLocked appends the current epoch's row (when it had reads) and
+// starts epoch number next.
+func (r *Recorder) closeEpochLocked(reason string, next int64) {
+	now := time.Now()
+	seq := r.epochSeq.Load()
+	tot := r.sum()
+	var maxNs int64
+	for i := range r.shards {
+		maxNs = max(maxNs, int64(r.shards[i].maxNs.Swap(0)))
+	}
+	row := r.rowLocked(tot, seq, maxNs, now)
+	row.Complete = true
+	row.EndReason = reason
+	r.base = tot
+	r.maxClose = max(r.maxClose, maxNs)
+	r.epochStart.Store(0)
+	r.epochNum.Store(next)
+	r.epochSeq.Store(seq + 1)
+	if row.Reads == 0 {
+		return
+	}
+	r.closed++
+	r.rows = append(r.rows, row)
+	if len(r.rows) > maxEpochRows {
+		r.rows = append(r.rows[:0], r.rows[1:]...)
+		r.dropped++
+	}
+	r.log.Info("epoch ended", "epoch", row.Epoch, "reason", reason, "seconds", row.Seconds,
+		"bytes", row.Bytes, "fetch_stall_seconds", row.FetchStallSeconds, "hit_rate", row.HitRate)
+}
+
+// rowLocked builds the row of the current epoch (seq) from the totals tot.
+func (r *Recorder) rowLocked(tot counters, seq uint64, maxNs int64, now time.Time) EpochRow {
+	c := tot.minus(r.base)
+	row := EpochRow{
+		Epoch:             r.epochNum.Load(),
+		Files:             r.touchedFiles(seq),
+		Reads:             c.totalReads(),
+		Bytes:             c.totalBytes(),
+		BytesBySource:     bySource(c.bytes),
+		ReadsBySource:     bySource(c.reads),
+		FetchStallSeconds: secs(c.stallNs),
+		StallWallSeconds:  secs(c.busyNs),
+		BackendWaitBytes:  c.backendBusyBytes,
+		BackendWaitSecs:   secs(c.backendBusyNs),
+		PrefetchedBytes:   c.prefetchBytes,
+		PrefetchHits:      c.prefetchHits,
+		LatencyMaxSeconds: secs(maxNs),
+	}
+	if start := r.epochStart.Load(); start != 0 {
+		row.Start = time.Unix(0, start).UTC()
+		row.Seconds = max(now.Sub(row.Start).Seconds(), 0)
+	}
+	row.StallShare = math.Min(ratio(row.StallWallSeconds, row.Seconds), 1)
+	row.HitRate = ratio(float64(c.cachedBytes()), float64(row.Bytes))
+	row.OptimalHitRate = r.optimalHitRate(r.closed == 0)
+	row.LatencyP50Seconds = c.quantile(0.50, row.LatencyMaxSeconds)
+	row.LatencyP99Seconds = c.quantile(0.99, row.LatencyMaxSeconds)
+	return row
+}
+
+// optimalHitRate is the MinIO cache's hit rate: in the first epoch the
+// share already cached when the recorder started (0 for a cold cache),
+// afterwards min(1, cache budget / dataset).
+func (r *Recorder) optimalHitRate(firstEpoch bool) float64 {
+	cached := r.opts.CacheBytes
+	if firstEpoch {
+		cached = r.warmBytes
+	}
+	return math.Min(ratio(float64(cached), float64(r.opts.DatasetBytes)), 1)
+}
+
+// bySource converts per-source counters to their JSON form.
+func bySource(v [numSources]int64) BySource {
+	return BySource{Memory: v[Memory], Disk: v[Disk], Peer: v[Peer], Backend: v[Backend]}
+}
