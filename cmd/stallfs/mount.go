@@ -7,11 +7,16 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/stallfs/stallfs/fs"
 )
+
+// unmountGrace bounds how long a signalled mount waits for open files to
+// be closed after it detached.
+const unmountGrace = 3 * time.Second
 
 // mountCommand is `stallfs mount SOURCE MOUNTPOINT [flags]`.
 func (a *cliApp) mountCommand() *cli.Command {
@@ -164,8 +169,16 @@ func (a *cliApp) mountForeground(c *cli.Context, cfg mountConfig, openers map[st
 	if err := m.Unmount(); err != nil {
 		return fmt.Errorf("unmount %s: %w", cfg.Mountpoint, err)
 	}
-	<-done
-	log.Info("unmounted", "mountpoint", cfg.Mountpoint)
+	// A file still open keeps a detached mount's connection alive; do not
+	// wait for its reader to close it: exiting ends the connection.
+	grace := time.NewTimer(unmountGrace)
+	defer grace.Stop()
+	select {
+	case <-done:
+		log.Info("unmounted", "mountpoint", cfg.Mountpoint)
+	case <-grace.C:
+		log.Warn("detached with files still open; exiting, their readers will see errors", "mountpoint", cfg.Mountpoint)
+	}
 	return nil
 }
 
