@@ -9,8 +9,9 @@ Case kinds:
   {"kind": "random", "n", "seed", "epochs", "num_samples"?, "replacement"?, "hash"?}
       RandomSampler(range(n), generator=Generator().manual_seed(seed)),
       iterated to the end once per epoch.
-  {"kind": "distributed", "n", "seed", "epochs", "world", "drop_last", "shuffle", "hash"?}
-      DistributedSampler for every rank; result[epoch][rank].
+  {"kind": "distributed", "n", "seed", "epochs", "world", "drop_last", "shuffle", "hash"?, "ranks"?}
+      DistributedSampler for every rank (or the given ranks);
+      result[epoch][k] for the k-th rank.
   {"kind": "global", "n", "manual_seed", "pre_draws", "epochs", "workers",
    "persistent", "batch", "num_samples"?, "replacement"?}
       torch.manual_seed(manual_seed); torch.rand(pre_draws);
@@ -65,7 +66,7 @@ def run(case):
         res = []
         for e in range(case["epochs"]):
             row = []
-            for r in range(case["world"]):
+            for r in case.get("ranks") or range(case["world"]):
                 s = tud.DistributedSampler(range(case["n"]), num_replicas=case["world"], rank=r,
                                            shuffle=case["shuffle"], seed=case["seed"],
                                            drop_last=case["drop_last"])
