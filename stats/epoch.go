@@ -2,16 +2,19 @@ package stats
 
 import (
 	"math"
+	"sync/atomic"
 	"time"
 )
 
 // Epoch detection. Each file carries the tag of the epoch it was last read
-// in and its bytes read in that epoch; each shard counts, under the same
-// tag, its files touched and its files fully read. No per-epoch reset walks
+// in and its bytes read in that epoch; each group of files counts, under the same
+// tag, its files touched and its files fully read; groups are few (one
+// per 1024 files, at most 64) so that a group's share estimates the
+// dataset's. No per-epoch reset walks
 // the table: a stale tag reads as "not yet read in this epoch".
 //
-// An epoch ends by itself when every file was fully read in it (each shard
-// reaches its file count; the last shard to do so closes the epoch), or at
+// An epoch ends by itself when every file was fully read in it (each group
+// reaches its file count; the last group to do so closes the epoch), or at
 // a re-read of a file after at least reReadShare of the files were touched
 // (the next epoch has begun while a few files of this one were still in a
 // loader's reorder window). SetEpoch closes epochs explicitly and switches
@@ -21,69 +24,95 @@ import (
 // before a re-read ends it.
 const reReadShare = 0.9
 
+// earlyShare is the share of its group's files already touched below which
+// a file's first read in an epoch counts as early.
+const earlyShare = 0.05
+
+// A file's state word: epoch tag (16 bits) | early (1) | bytes in the epoch (47).
 const (
-	tagBits  = 16
-	tagShift = 64 - tagBits
-	low48    = 1<<tagShift - 1
-	low24    = 1<<24 - 1
+	tagBits   = 16
+	tagShift  = 64 - tagBits
+	earlyBit  = 1 << (tagShift - 1)
+	bytesMask = earlyBit - 1
+	low24     = 1<<24 - 1
 )
 
 // tagOf maps the epoch sequence to a tag in 1..2^16-1 (0 is "never read").
 func tagOf(seq uint64) uint64 { return (seq-1)%(1<<tagBits-1) + 1 }
 
-// trackEpoch updates the file's and the shard's epoch state for a read of n
-// bytes and ends the epoch when the read completes it.
-func (r *Recorder) trackEpoch(e *fileEntry, sh *shard, file uint32, n int64) {
-	var seq, oldBytes, newBytes uint64
-	var first bool
-	for {
-		seq = r.epochSeq.Load()
-		tag := tagOf(seq)
-		old := e.state.Load()
-		first = old>>tagShift != tag
-		oldBytes = 0
-		if !first {
-			oldBytes = old & low48
+// epochStep carries what enterEpoch learned about a read to finishEpoch.
+type epochStep struct {
+	seq              uint64
+	first, completed bool
+}
+
+// enterEpoch updates the file's epoch state for a read of n bytes, before
+// the read is counted: a re-read that ends the epoch belongs to the next.
+func (r *Recorder) enterEpoch(e *fileEntry, g *group, n int64, size int64) epochStep {
+	for attempt := 0; ; attempt++ {
+		var seq, oldBytes, newBytes uint64
+		var first, early bool
+		for {
+			seq = r.epochSeq.Load()
+			tag := tagOf(seq)
+			old := e.state.Load()
+			first = old>>tagShift != tag
+			if first {
+				oldBytes = 0
+				early = g.share(seq) < earlyShare
+			} else {
+				oldBytes = old & bytesMask
+				early = old&earlyBit != 0
+			}
+			newBytes = min(oldBytes+uint64(n), bytesMask)
+			nw := tag<<tagShift | newBytes
+			if early {
+				nw |= earlyBit
+			}
+			if e.state.CompareAndSwap(old, nw) {
+				break
+			}
 		}
-		newBytes = min(oldBytes+uint64(n), low48)
-		if e.state.CompareAndSwap(old, tag<<tagShift|newBytes) {
-			break
+		var completed, reread bool
+		switch {
+		case size < 0:
+			completed, reread = first, !first
+		case first:
+			completed = newBytes >= uint64(size)
+		default:
+			reread = oldBytes >= uint64(size)
+			completed = !reread && newBytes >= uint64(size)
 		}
-	}
-	size := int64(-1)
-	if r.opts.SizeOf != nil {
-		size = r.opts.SizeOf(file)
-	}
-	var completed, reread bool
-	switch {
-	case size < 0:
-		completed, reread = first, !first
-	case first:
-		completed = newBytes >= uint64(size)
-	default:
-		reread = oldBytes >= uint64(size)
-		completed = !reread && newBytes >= uint64(size)
-	}
-	if first || completed {
-		r.shardTouch(sh, file, seq, first, completed)
-	}
-	// The own shard's share is a cheap, local estimate of the dataset's; only
-	// near the end of an epoch is the exact count summed over the shards.
-	if reread && !r.explicit.Load() && r.shardShare(sh, file, seq) >= reReadShare-0.1 &&
-		r.touchedShare(seq) >= reReadShare {
-		r.advance(seq, "reread")
+		// A re-read of a file first read early in this epoch is most likely a
+		// leftover of the previous epoch's reorder window read for real now.
+		// The own group's share is a cheap, local estimate of the dataset's;
+		// only near the end of an epoch is the exact count summed.
+		if reread && attempt == 0 && !early && !r.explicit.Load() &&
+			g.share(seq) >= reReadShare-0.1 && r.touchedShare(seq) >= reReadShare {
+			r.advance(seq, "reread")
+			continue // count the read as the new epoch's first of this file
+		}
+		return epochStep{seq: seq, first: first, completed: completed}
 	}
 }
 
-// shardTouch counts a file touched and/or fully read in epoch seq.
-func (r *Recorder) shardTouch(sh *shard, file uint32, seq uint64, touched, completed bool) {
+// finishEpoch counts the read's file as touched or fully read, after the
+// read itself was counted: the read that completes an epoch belongs to it.
+func (r *Recorder) finishEpoch(g *group, st epochStep) {
+	if st.first || st.completed {
+		r.groupTouch(g, st.seq, st.first, st.completed)
+	}
+}
+
+// groupTouch counts a file of g touched and/or fully read in epoch seq.
+func (r *Recorder) groupTouch(g *group, seq uint64, touched, completed bool) {
 	tag := tagOf(seq)
 	var done uint64
 	for {
 		if r.epochSeq.Load() != seq {
 			return // the epoch ended meanwhile; the file counts again when read next
 		}
-		old := sh.touch.Load()
+		old := g.touch.Load()
 		t, d := old>>24&low24, old&low24
 		if old>>tagShift != tag {
 			t, d = 0, 0
@@ -94,27 +123,27 @@ func (r *Recorder) shardTouch(sh *shard, file uint32, seq uint64, touched, compl
 		if completed {
 			d++
 		}
-		if sh.touch.CompareAndSwap(old, tag<<tagShift|min(t, low24)<<24|min(d, low24)) {
+		if g.touch.CompareAndSwap(old, tag<<tagShift|min(t, low24)<<24|min(d, low24)) {
 			done = d
 			break
 		}
 	}
-	if !completed || done != r.shardFiles[shardOf(file)] {
+	if !completed || done != g.files {
 		return
 	}
-	// This shard is complete; count it, and close the epoch with the last.
+	// This group is complete; count it, and close the epoch with the last.
 	for {
 		if r.epochSeq.Load() != seq {
 			return
 		}
-		old := r.shardsDone.Load()
+		old := r.groupsDone.Load()
 		c := old & (1<<32 - 1)
 		if old>>32 != tag {
 			c = 0
 		}
 		c++
-		if r.shardsDone.CompareAndSwap(old, tag<<32|c) {
-			if c == r.liveShards && !r.explicit.Load() {
+		if r.groupsDone.CompareAndSwap(old, tag<<32|c) {
+			if c == r.liveGroups && !r.explicit.Load() {
 				r.advance(seq, "full_pass")
 			}
 			return
@@ -126,8 +155,8 @@ func (r *Recorder) shardTouch(sh *shard, file uint32, seq uint64, touched, compl
 func (r *Recorder) touchedFiles(seq uint64) int64 {
 	tag := tagOf(seq)
 	var n int64
-	for i := range r.shards {
-		v := r.shards[i].touch.Load()
+	for i := range r.groups {
+		v := r.groups[i].touch.Load()
 		if v>>tagShift == tag {
 			n += int64(v >> 24 & low24)
 		}
@@ -135,13 +164,35 @@ func (r *Recorder) touchedFiles(seq uint64) int64 {
 	return n
 }
 
-// shardShare is the share of sh's files touched in epoch seq.
-func (r *Recorder) shardShare(sh *shard, file uint32, seq uint64) float64 {
-	v := sh.touch.Load()
+// group counts the files of one group touched and fully read in the
+// current epoch; it fills a cache line of its own.
+type group struct {
+	touch atomic.Uint64 // tag<<48 | files touched<<24 | files fully read
+	files uint64        // immutable after New
+	_     [48]byte
+}
+
+// groupBitsFor is log2 of the number of groups for a dataset of n files.
+func groupBitsFor(n int) int {
+	b := 0
+	for b < 6 && n>>(b+1) >= 1024 {
+		b++
+	}
+	return b
+}
+
+// groupOf returns file's group (Fibonacci hashing; a shift by 32 is 0).
+func (r *Recorder) groupOf(file uint32) *group {
+	return &r.groups[(file*0x9E3779B1)>>(32-r.groupBits)]
+}
+
+// share is the share of g's files touched in epoch seq.
+func (g *group) share(seq uint64) float64 {
+	v := g.touch.Load()
 	if v>>tagShift != tagOf(seq) {
 		return 0
 	}
-	return ratio(float64(v>>24&low24), float64(r.shardFiles[shardOf(file)]))
+	return ratio(float64(v>>24&low24), float64(g.files))
 }
 
 // touchedShare is the share of the dataset's files touched in epoch seq.

@@ -61,15 +61,16 @@ type Recorder struct {
 	log        *slog.Logger
 	files      []fileEntry
 	shards     []shard
-	shardFiles []uint64 // files per shard
-	liveShards uint64   // shards with at least one file
-	warmBytes  int64    // cache fill at New: the optimum of the first epoch
+	groups     []group // epoch-detection groups of files
+	groupBits  int
+	liveGroups uint64 // groups with at least one file
+	warmBytes  int64  // cache fill at New: the optimum of the first epoch
 
 	// hot path state, atomics
 	epochSeq   atomic.Uint64 // internal epoch sequence, starts at 1; tags derive from it
 	epochNum   atomic.Int64  // displayed number of the current epoch
 	epochStart atomic.Int64  // unix ns of the current epoch's first read; 0: none yet
-	shardsDone atomic.Uint64 // tag<<32 | shards whose files were all read this epoch
+	groupsDone atomic.Uint64 // tag<<32 | groups whose files were all read this epoch
 	explicit   atomic.Bool   // SetEpoch was called: no automatic boundaries
 	requests   atomic.Uint64
 	errors     atomic.Uint64
@@ -109,16 +110,17 @@ func New(opts Options) *Recorder {
 		r.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	r.shards = make([]shard, numShards)
-	r.shardFiles = make([]uint64, numShards)
+	r.groupBits = groupBitsFor(opts.Files)
+	r.groups = make([]group, 1<<r.groupBits)
 	if opts.Files > 0 {
 		r.files = make([]fileEntry, opts.Files)
 		for id := range opts.Files {
-			r.shardFiles[shardOf(uint32(id))]++
+			r.groupOf(uint32(id)).files++
 		}
 	}
-	for _, n := range r.shardFiles {
-		if n > 0 {
-			r.liveShards++
+	for i := range r.groups {
+		if r.groups[i].files > 0 {
+			r.liveGroups++
 		}
 	}
 	if opts.CacheFill != nil {
@@ -148,10 +150,21 @@ func (r *Recorder) Read(file uint32, src Source, n int64, blocked time.Duration)
 	if blocked < 0 {
 		blocked = 0
 	}
+	sh := &r.shards[shardOf(file)]
+	var e *fileEntry
+	var g *group
+	var st epochStep
+	if int(file) < len(r.files) {
+		e, g = &r.files[file], r.groupOf(file)
+		size := int64(-1)
+		if r.opts.SizeOf != nil {
+			size = r.opts.SizeOf(file)
+		}
+		st = r.enterEpoch(e, g, n, size)
+	}
 	if r.epochStart.Load() == 0 {
 		r.epochStart.CompareAndSwap(0, time.Now().UnixNano())
 	}
-	sh := &r.shards[shardOf(file)]
 	sh.reads[src].Add(1)
 	sh.bytes[src].Add(uint64(n))
 	if blocked > 0 {
@@ -162,17 +175,16 @@ func (r *Recorder) Read(file uint32, src Source, n int64, blocked time.Duration)
 		}
 		r.addBusy(src, n, int64(blocked))
 	}
-	if int(file) >= len(r.files) {
+	if e == nil {
 		return
 	}
-	e := &r.files[file]
 	e.reads.Add(1)
 	e.bytes.Add(uint64(n))
 	if blocked > 0 {
 		e.stallNs.Add(uint64(blocked))
 	}
 	r.noteSource(e, src)
-	r.trackEpoch(e, sh, file, n)
+	r.finishEpoch(g, st)
 }
 
 // Prefetched records n bytes of file fetched from the backend by the

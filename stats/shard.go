@@ -45,13 +45,12 @@ type shard struct {
 	bytes            [numSources]atomic.Uint64
 	stallNs          atomic.Uint64
 	maxNs            atomic.Uint64 // largest blocked ns in the current epoch
-	touch            atomic.Uint64 // tag<<48 | files touched<<24 | files fully read, current epoch
 	hist             [numBuckets]atomic.Uint64
 	prefetchFetches  atomic.Uint64
 	prefetchBytes    atomic.Uint64
 	prefetchHits     atomic.Uint64
 	prefetchHitBytes atomic.Uint64
-	_                [64 - (4*int(numSources)+3+numBuckets+4)*8%64]byte
+	_                [64 - (4*int(numSources)+2+numBuckets+4)*8%64]byte
 }
 
 // fileEntry is the per-file row: 32 bytes, so 1.3M files take 41.6 MB.
