@@ -2,11 +2,13 @@ package mincache
 
 import (
 	"errors"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -324,7 +326,9 @@ func TestDiskENOSPC(t *testing.T) {
 			t.Errorf("umount %s: %v: %s", dir, err, out)
 		}
 	})
-	c, err := Open(Options{MemBytes: 100 << 10, DiskBytes: 64 << 20, Dir: dir, Source: "src", Logger: testLogger(t)})
+	logs := &lineCounter{match: "admission disabled"}
+	logger := slog.New(slog.NewTextHandler(logs, nil))
+	c, err := Open(Options{MemBytes: 100 << 10, DiskBytes: 64 << 20, Dir: dir, Source: "src", Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -355,6 +359,9 @@ func TestDiskENOSPC(t *testing.T) {
 	}
 	if got := c.Admit(key(99), content(key(99), 10)); got != None {
 		t.Errorf("Admit after ENOSPC = %v", got)
+	}
+	if n := logs.n.Load(); n != 1 {
+		t.Errorf("disabling logged %d times, want once", n)
 	}
 	// Drop frees the space and re-enables admission.
 	if err := c.Drop(); err != nil {
@@ -437,4 +444,17 @@ func TestDiskBudget(t *testing.T) {
 	if taken != 5 || in.UsedBytes > in.BudgetBytes || in.RejectedFull != 5 {
 		t.Errorf("%d admitted, Info %+v", taken, in)
 	}
+}
+
+// lineCounter counts log lines containing match.
+type lineCounter struct {
+	match string
+	n     atomic.Int64
+}
+
+func (w *lineCounter) Write(p []byte) (int, error) {
+	if strings.Contains(string(p), w.match) {
+		w.n.Add(1)
+	}
+	return len(p), nil
 }
