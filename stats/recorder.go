@@ -163,7 +163,8 @@ func (r *Recorder) Read(file uint32, src Source, n int64, blocked time.Duration)
 		st = r.enterEpoch(e, g, n, size)
 	}
 	if r.epochStart.Load() == 0 {
-		r.epochStart.CompareAndSwap(0, time.Now().UnixNano())
+		// The epoch began when its first reader started to wait.
+		r.epochStart.CompareAndSwap(0, time.Now().Add(-blocked).UnixNano())
 	}
 	sh.reads[src].Add(1)
 	sh.bytes[src].Add(uint64(n))
