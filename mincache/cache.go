@@ -99,7 +99,7 @@ func (c *Cache) readDisk(k Key, h keyHash, v uint64, p []byte, off int64) (int, 
 		return 0, false
 	}
 	var n int
-	if r, _ := c.mem.reserve(h, v, e.size); r != nil {
+	if r, _, _ := c.mem.reserve(h, v, e.size); r != nil {
 		// Promote: read the whole item straight into the arena, verified.
 		if _, err := d.read(k, h, e, r.buf, 0); err != nil {
 			r.abort()

@@ -1,6 +1,7 @@
 package mincache
 
 import (
+	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -53,20 +54,33 @@ func encodeRecord(typ byte, h keyHash, e diskEntry) [recordSize]byte {
 // loadIndex replays the index at path. valid is the length of the intact
 // prefix (a torn tail beyond it is to be truncated).
 func loadIndex(path string) (m map[keyHash]diskEntry, valid int64, err error) {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, 0, err
 	}
-	if len(b) < len(indexMagic) || string(b[:len(indexMagic)]) != indexMagic {
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, 0, err
+	}
+	br := bufio.NewReaderSize(f, 1<<20)
+	var magic [len(indexMagic)]byte
+	if _, err := io.ReadFull(br, magic[:]); err != nil || string(magic[:]) != indexMagic {
 		return nil, 0, fmt.Errorf("%s: bad magic: %w", path, errIndexCorrupt)
 	}
 	le := binary.LittleEndian
-	m = make(map[keyHash]diskEntry, (len(b)-len(indexMagic))/recordSize)
-	p := len(indexMagic)
-	for ; p+recordSize <= len(b); p += recordSize {
-		r := b[p : p+recordSize]
+	m = make(map[keyHash]diskEntry, (st.Size()-int64(len(indexMagic)))/recordSize)
+	valid = int64(len(indexMagic))
+	var r [recordSize]byte
+	for {
+		if _, err := io.ReadFull(br, r[:]); err != nil {
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+				return m, valid, nil
+			}
+			return nil, 0, fmt.Errorf("%s: %w", path, err)
+		}
 		if crc32.Checksum(r[:44], castagnoli) != le.Uint32(r[44:]) {
-			break
+			return m, valid, nil // torn tail
 		}
 		var h keyHash
 		copy(h[:], r[8:24])
@@ -80,8 +94,8 @@ func loadIndex(path string) (m map[keyHash]diskEntry, valid int64, err error) {
 		default:
 			return nil, 0, fmt.Errorf("%s: record type %d: %w", path, r[0], errIndexCorrupt)
 		}
+		valid += recordSize
 	}
-	return m, int64(p), nil
 }
 
 // writeIndex atomically replaces the index at dir with a compacted one

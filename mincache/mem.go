@@ -136,11 +136,14 @@ type reservation struct {
 }
 
 // reserve claims space for (h, v) of n bytes. present reports that the key
-// is already stored or being stored at version v (nothing to do); res is nil
-// when the key is present or the arena has no room.
-func (t *memTier) reserve(h keyHash, v uint64, n int64) (res *reservation, present bool) {
+// is already stored or being stored at version v (nothing to do); full that
+// the arena has no room for n bytes. res is nil in both cases.
+func (t *memTier) reserve(h keyHash, v uint64, n int64) (res *reservation, present, full bool) {
 	if t.budget <= 0 || n < 0 {
-		return nil, false
+		return nil, false, false
+	}
+	if t.used.Load()+n > t.budget { // no eviction: once full, stays full until Drop
+		return nil, false, true
 	}
 	t.admitMu.RLock()
 	s := &t.shards[h.shard()]
@@ -148,32 +151,31 @@ func (t *memTier) reserve(h keyHash, v uint64, n int64) (res *reservation, prese
 	if t.arena == nil { // closed
 		s.mu.Unlock()
 		t.admitMu.RUnlock()
-		return nil, false
+		return nil, false, false
 	}
 	t.invalidateLocked(s, h, v)
 	if _, ok := s.m[h]; ok {
 		s.mu.Unlock()
 		t.admitMu.RUnlock()
-		return nil, true
+		return nil, true, false
 	}
 	if pv, ok := s.pending[h]; ok {
 		s.mu.Unlock()
 		t.admitMu.RUnlock()
-		return nil, pv == v
+		return nil, pv == v, false
 	}
 	off, ok := t.alloc(n)
 	if !ok {
 		s.mu.Unlock()
 		t.admitMu.RUnlock()
-		t.ctr.rejectedFull.Add(1)
-		return nil, false
+		return nil, false, true
 	}
 	if s.pending == nil {
 		s.pending = make(map[keyHash]uint64)
 	}
 	s.pending[h] = v
 	s.mu.Unlock()
-	return &reservation{t: t, h: h, e: memEntry{ver: v, off: off, n: n}, buf: t.arena[off : off+n : off+n]}, false
+	return &reservation{t: t, h: h, e: memEntry{ver: v, off: off, n: n}, buf: t.arena[off : off+n : off+n]}, false, false
 }
 
 // commit publishes the filled reservation and releases admitMu.
@@ -203,7 +205,10 @@ func (r *reservation) abort() {
 // admit stores a copy of data. It reports whether the key is now stored (or
 // being stored by a concurrent admit of the same version).
 func (t *memTier) admit(h keyHash, v uint64, data []byte) bool {
-	r, present := t.reserve(h, v, int64(len(data)))
+	r, present, full := t.reserve(h, v, int64(len(data)))
+	if full {
+		t.ctr.rejectedFull.Add(1)
+	}
 	if r == nil {
 		return present
 	}
