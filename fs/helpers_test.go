@@ -52,8 +52,8 @@ type fakeBackend struct {
 	mu    sync.Mutex
 	files map[string]int64 // path -> size; content is patByte(len(path), off)
 
-	reads   atomic.Int64 // ReadAt calls
-	entered chan string  // if set, receives each ReadAt's path (non-blocking)
+	reads   atomic.Int64  // ReadAt calls
+	entered chan string   // if set, receives each ReadAt's path (non-blocking)
 	gate    chan struct{} // if set, ReadAt waits for it to close
 	delay   time.Duration
 	fail    func(path string, off int64) error

@@ -202,6 +202,11 @@ func New(ctx context.Context, mountpoint string, b backend.Backend, opts Options
 			MaxWrite:     maxRead,
 			Debug:        opts.Debug,
 			Options:      []string{"ro"},
+			// Replies come from memory, never from a file descriptor:
+			// splicing them through a pipe only adds a copy (and warns
+			// when fs.pipe-max-size is below a 1 MiB read).
+			DisableSplice: true,
+			Logger:        slog.NewLogLogger(opts.Logger.Handler(), goFuseLogLevel(opts.Debug)),
 		},
 		EntryTimeout:    &opts.EntryTimeout,
 		AttrTimeout:     &opts.AttrTimeout,
@@ -209,9 +214,6 @@ func New(ctx context.Context, mountpoint string, b backend.Backend, opts Options
 		UID:             m.uid,
 		GID:             m.gid,
 		RootStableAttr:  &gofs.StableAttr{Ino: dirIno(0)},
-	}
-	if opts.Debug {
-		gopts.MountOptions.Logger = slog.NewLogLogger(opts.Logger.Handler(), slog.LevelDebug)
 	}
 	m.server, err = gofs.Mount(abs, &dirNode{m: m, dir: 0}, gopts)
 	if err != nil {
@@ -222,6 +224,15 @@ func New(ctx context.Context, mountpoint string, b backend.Backend, opts Options
 	}
 	m.log.Info("mounted", "source", m.source, "mountpoint", abs, "files", t.files(), "bytes", t.bytes, "control", sock)
 	return m, nil
+}
+
+// goFuseLogLevel is the level of go-fuse's own log lines: its request
+// trace with Debug, else its rare warnings.
+func goFuseLogLevel(debug bool) slog.Level {
+	if debug {
+		return slog.LevelDebug
+	}
+	return slog.LevelWarn
 }
 
 // readTree lists the source and lays it out.
