@@ -1,0 +1,343 @@
+package prefetch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+)
+
+// Warmer makes an item's data cached (or staged) ahead of the reader.
+type Warmer interface {
+	// Warm makes the file's data cached (or staged) if it is not; it
+	// returns whether a backend fetch was needed. It must be safe to call
+	// concurrently, and a reader that asks for the same file meanwhile
+	// must wait on the same fetch.
+	Warm(ctx context.Context, path string) (fetched bool, err error)
+}
+
+// Sizer is optionally implemented by a Warmer so that Options.AheadBytes
+// can bound the bytes issued ahead of the reader.
+type Sizer interface {
+	// Size returns the size of the file at path, if known.
+	Size(path string) (int64, bool)
+}
+
+// Options configures a Prefetcher. The zero value works.
+type Options struct {
+	// Ahead is the most items issued ahead of the reader (0: 512).
+	Ahead int
+	// AheadBytes bounds the bytes issued ahead and not yet read, when the
+	// Warmer is a Sizer (0: 512 MiB; < 0: no bound).
+	AheadBytes int64
+	// Concurrency is the most Warm calls at once (0: 16).
+	Concurrency int
+	// Window is how far (in items) reads may run ahead of the lowest
+	// unread predicted item and still match: a DataLoader with W workers,
+	// prefetch_factor pf and batch size B needs pf*W*B (0: 1024).
+	Window int
+	// QueueSize is how many observations may wait; more are dropped and
+	// counted (0: 8192).
+	QueueSize int
+	// CheckReads and MinMatchRate detect a wrong prediction: once at least
+	// CheckReads reads were observed, prefetching stops when fewer than
+	// MinMatchRate of the last CheckReads matched (0: 256 and 0.5).
+	CheckReads   int
+	MinMatchRate float64
+	// KeepEpochs is how many epochs Stats reports (0: 64).
+	KeepEpochs int
+	// StartEpoch is the epoch the reader starts in.
+	StartEpoch int
+	// Logger receives the prefetcher's few logs (nil: discard).
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() Options {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&o.Ahead, 512)
+	def(&o.Concurrency, 16)
+	def(&o.Window, 1024)
+	def(&o.QueueSize, 8192)
+	def(&o.CheckReads, 256)
+	def(&o.KeepEpochs, 64)
+	if o.AheadBytes == 0 {
+		o.AheadBytes = 512 << 20
+	}
+	if o.MinMatchRate <= 0 {
+		o.MinMatchRate = 0.5
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// Prefetcher follows a reader through a predicted order and warms the
+// items ahead of it. See the package documentation for its invariants.
+type Prefetcher struct {
+	// immutable after New
+	layout *Layout
+	w      Warmer
+	sizer  Sizer
+	opts   Options
+	log    *slog.Logger
+
+	obs     chan string
+	wake    chan struct{}
+	closeCh chan struct{}
+	done    chan struct{}
+
+	closeOnce sync.Once
+	running   atomic.Bool
+	dropped   atomic.Int64
+
+	mu sync.Mutex
+	// guarded by mu
+	order      Order
+	gen        int // bumped by SetOrder; results of older generations are ignored
+	cur        epochTrack
+	curErr     error // the current epoch's order could not be had
+	nextHead   map[int]int
+	nextErr    error
+	searching  bool // no read matched since (re)start: look in the whole epoch
+	frozen     int  // >= 0: every epoch repeats this order epoch
+	ring       matchRing
+	disabled   string
+	stats      map[int]*EpochStats
+	issueEpoch int
+	issuePos   int
+	issueOrder []int
+	issueBase  int64
+	issueErr   error
+	dq         []issued
+	dqStart    int64
+	leadBytes  int64
+	inflight   int
+}
+
+// issued is a Warm call for one predicted position.
+type issued struct {
+	size                    int64
+	done, fetched, observed bool
+}
+
+type job struct {
+	gen, epoch int
+	g          int64
+	path       string
+}
+
+type result struct {
+	job
+	fetched bool
+	err     error
+}
+
+// New returns a prefetcher that predicts reads of layout in order and
+// warms them with w. Call Run to start it.
+func New(layout *Layout, order Order, w Warmer, opts Options) *Prefetcher {
+	opts = opts.withDefaults()
+	p := &Prefetcher{
+		layout:  layout,
+		w:       w,
+		opts:    opts,
+		log:     opts.Logger,
+		obs:     make(chan string, opts.QueueSize),
+		wake:    make(chan struct{}, 1),
+		closeCh: make(chan struct{}),
+		done:    make(chan struct{}),
+		stats:   make(map[int]*EpochStats),
+		ring:    matchRing{ring: make([]bool, opts.CheckReads)},
+	}
+	p.sizer, _ = w.(Sizer)
+	p.mu.Lock()
+	p.setOrderLocked(order, opts.StartEpoch)
+	p.searching = false // a fresh job starts at the head of its first epoch
+	p.mu.Unlock()
+	return p
+}
+
+// Observe tells the prefetcher that the reader opened path (relative to
+// the mount root). It never blocks: when the queue is full the
+// observation is dropped and counted.
+func (p *Prefetcher) Observe(path string) {
+	select {
+	case p.obs <- path:
+	default:
+		p.dropped.Add(1)
+	}
+}
+
+// SetOrder replaces the predicted order; the reader is looked for from
+// the start of epoch 0 (see SetOrderAt).
+func (p *Prefetcher) SetOrder(o Order) { p.SetOrderAt(o, 0) }
+
+// SetOrderAt replaces the predicted order and expects the reader in epoch
+// e, anywhere: the first read that matches epoch e's order sets the
+// position. It re-enables a disabled prefetcher.
+func (p *Prefetcher) SetOrderAt(o Order, e int) {
+	p.mu.Lock()
+	p.setOrderLocked(o, e)
+	p.mu.Unlock()
+	p.poke()
+}
+
+// PushList sets the order of epoch e explicitly (paths relative to the
+// mount root). If the current order is not a List, it becomes one and the
+// reader is expected in epoch e; so it is when prefetching was disabled or
+// was waiting for another epoch's order.
+func (p *Prefetcher) PushList(e int, paths []string) error {
+	idx := make([]int, len(paths))
+	for i, s := range paths {
+		j, ok := p.layout.Index(s)
+		if !ok {
+			return fmt.Errorf("push order of epoch %d: %q is not in the layout", e, s)
+		}
+		idx[i] = j
+	}
+	p.mu.Lock()
+	l, ok := p.order.(*List)
+	restart := p.disabled != "" || p.curErr != nil && p.cur.epoch != e
+	p.mu.Unlock()
+	if ok {
+		if err := l.Push(e, idx); err != nil {
+			return err
+		}
+		if restart {
+			p.SetOrderAt(l, e)
+			return nil
+		}
+		p.mu.Lock()
+		p.retryOrdersLocked()
+		p.mu.Unlock()
+		p.poke()
+		return nil
+	}
+	l = NewList(p.layout.Len(), false)
+	if err := l.Push(e, idx); err != nil {
+		return err
+	}
+	p.SetOrderAt(l, e)
+	return nil
+}
+
+func (p *Prefetcher) poke() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Close stops Run and waits for it and every Warm call it started to
+// return. It is safe to call more than once, and before or without Run.
+func (p *Prefetcher) Close() {
+	p.closeOnce.Do(func() { close(p.closeCh) })
+	if p.running.Load() {
+		<-p.done
+	}
+}
+
+// Run prefetches until ctx is done or Close is called. It returns nil
+// after Close, ctx's error otherwise. Run may be called once.
+func (p *Prefetcher) Run(ctx context.Context) error {
+	if !p.running.CompareAndSwap(false, true) {
+		return errors.New("prefetch: Run called twice")
+	}
+	defer close(p.done)
+	ctx, cancel := context.WithCancel(ctx)
+	// Both channels hold Concurrency items, and at most Concurrency jobs
+	// are outstanding, so neither side ever blocks on a send.
+	jobs := make(chan job, p.opts.Concurrency)
+	results := make(chan result, p.opts.Concurrency)
+	var wg sync.WaitGroup
+	for range p.opts.Concurrency {
+		wg.Go(func() {
+			for j := range jobs {
+				f, err := p.w.Warm(ctx, j.path)
+				results <- result{j, f, err}
+			}
+		})
+	}
+	defer func() {
+		close(jobs)
+		cancel()
+		wg.Wait()
+	}()
+	var send []job
+	for {
+		p.mu.Lock()
+		send = p.issueLocked(send[:0])
+		p.mu.Unlock()
+		for _, j := range send {
+			jobs <- j
+		}
+		select {
+		case <-p.closeCh:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		case s := <-p.obs:
+			p.mu.Lock()
+			p.observeLocked(s)
+			for range 255 { // take a batch while holding the lock
+				select {
+				case s = <-p.obs:
+					p.observeLocked(s)
+					continue
+				default:
+				}
+				break
+			}
+			p.mu.Unlock()
+		case r := <-results:
+			p.mu.Lock()
+			p.completeLocked(r)
+			p.mu.Unlock()
+		case <-p.wake:
+			p.mu.Lock()
+			p.retryOrdersLocked()
+			p.mu.Unlock()
+		}
+	}
+}
+
+// Stats returns a snapshot of the counters.
+func (p *Prefetcher) Stats() Stats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := Stats{
+		Epoch:          p.cur.epoch,
+		Position:       p.cur.pos,
+		EpochLen:       len(p.cur.order),
+		LeadBytes:      p.leadBytes,
+		InFlight:       p.inflight,
+		Disabled:       p.disabled != "",
+		DisabledReason: p.disabled,
+		Dropped:        p.dropped.Load(),
+	}
+	if lead := p.issueBase + int64(p.issuePos) - p.cur.global(); lead > 0 {
+		s.Lead = int(lead)
+	}
+	switch {
+	case p.curErr != nil:
+		s.Waiting = p.curErr.Error()
+	case p.issueErr != nil:
+		s.Waiting = p.issueErr.Error()
+	}
+	if p.frozen >= 0 {
+		f := p.frozen
+		s.RepeatsEpoch = &f
+	}
+	for _, st := range p.stats {
+		s.Epochs = append(s.Epochs, *st)
+	}
+	slices.SortFunc(s.Epochs, func(a, b EpochStats) int { return a.Epoch - b.Epoch })
+	return s
+}
