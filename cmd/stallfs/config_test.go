@@ -288,3 +288,24 @@ func TestBuildVersion(t *testing.T) {
 		t.Error("buildVersion() is empty")
 	}
 }
+
+func TestImpliedSource(t *testing.T) {
+	openers := map[string]sourceOpener{
+		"file": {open: openFileSource},
+		"az": {implied: func(*cli.Context) (string, bool, error) {
+			return "az://account/container", true, nil
+		}},
+	}
+	got, err := impliedSource(nil, openers, []string{"/mnt"})
+	if err != nil || !slices.Equal(got, []string{"az://account/container", "/mnt"}) {
+		t.Errorf("impliedSource(one arg) = %v, %v; want the implied source first", got, err)
+	}
+	got, err = impliedSource(nil, openers, []string{"/src", "/mnt"})
+	if err != nil || !slices.Equal(got, []string{"/src", "/mnt"}) {
+		t.Errorf("impliedSource(two args) = %v, %v; want them unchanged", got, err)
+	}
+	got, err = impliedSource(nil, map[string]sourceOpener{"file": {open: openFileSource}}, []string{"/mnt"})
+	if err != nil || len(got) != 1 {
+		t.Errorf("impliedSource without hooks = %v, %v; want the lone argument", got, err)
+	}
+}

@@ -67,7 +67,12 @@ func readMountFlags(c *cli.Context) mountFlags {
 // mount validates the input, then either starts a daemon child or mounts
 // in the foreground until a signal or an external unmount.
 func (a *cliApp) mount(c *cli.Context, openers map[string]sourceOpener) error {
-	cfg, err := readMountFlags(c).config(sourceSchemes(openers))
+	raw := readMountFlags(c)
+	var err error
+	if raw.Args, err = impliedSource(c, openers, raw.Args); err != nil {
+		return err
+	}
+	cfg, err := raw.config(sourceSchemes(openers))
 	if err != nil {
 		return err
 	}

@@ -24,6 +24,11 @@ type sourceOpener struct {
 	// flags are the source's own flags, appended to the mount command's.
 	// Each has an STALLFS_... environment variable.
 	flags []cli.Flag
+	// implied, when set, returns the SOURCE that the source's own flags
+	// name (for example a blobfuse2 --config-file), so that
+	// `stallfs mount [flags] MOUNTPOINT` works without SOURCE. ok is false
+	// when the flags name no source.
+	implied func(c *cli.Context) (source string, ok bool, err error)
 }
 
 // sourceOpeners is the table of sources keyed by URL scheme. A new source
@@ -51,6 +56,28 @@ func sourceFlags(openers map[string]sourceOpener) []cli.Flag {
 		flags = append(flags, openers[k].flags...)
 	}
 	return flags
+}
+
+// impliedSource completes a lone MOUNTPOINT argument with the SOURCE that
+// a source's flags imply; other argument lists are returned unchanged.
+func impliedSource(c *cli.Context, openers map[string]sourceOpener, args []string) ([]string, error) {
+	if len(args) != 1 {
+		return args, nil
+	}
+	for _, k := range sourceSchemes(openers) {
+		o := openers[k]
+		if o.implied == nil {
+			continue
+		}
+		src, ok, err := o.implied(c)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			return []string{src, args[0]}, nil
+		}
+	}
+	return args, nil
 }
 
 // openFileSource opens a local directory (a plain path or file:///path).
