@@ -1,0 +1,94 @@
+package s3
+
+import (
+	"errors"
+	"fmt"
+	iofs "io/fs"
+	"net/http"
+
+	"github.com/aws/smithy-go"
+
+	"github.com/stallfs/stallfs/backend"
+)
+
+// ErrBucketNotFound reports that the bucket named by the source does not
+// exist (S3 NoSuchBucket). New returns it wrapped around the SDK's error;
+// the CLI maps it to exit status 2.
+var ErrBucketNotFound = errors.New("s3: bucket not found")
+
+// ErrAccessDenied reports that the store refused the credentials or the
+// request (AccessDenied, InvalidAccessKeyId, SignatureDoesNotMatch, HTTP
+// 403). Errors wrapping it also satisfy errors.Is(err, fs.ErrPermission).
+// The message never carries a secret: the SDK's error names the code and
+// the request id only.
+var ErrAccessDenied = errors.New("s3: access denied")
+
+// errInvalidRange marks an HTTP 416: the range starts at or after the end
+// of the object. It never leaves the package: ReadAt turns it into io.EOF
+// or ErrStale.
+var errInvalidRange = errors.New("s3: range not satisfiable")
+
+// errorKind classifies an SDK error by its S3 error code, falling back to
+// the HTTP status when the response had no body (HEAD requests).
+func errorKind(err error) error {
+	var apiErr smithy.APIError
+	if errors.As(err, &apiErr) {
+		switch apiErr.ErrorCode() {
+		case "NoSuchKey", "NotFound":
+			return iofs.ErrNotExist
+		case "NoSuchBucket":
+			return ErrBucketNotFound
+		case "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch",
+			"Forbidden", "InvalidSecurity", "ExpiredToken", "InvalidToken",
+			"AllAccessDisabled", "AccountProblem":
+			return ErrAccessDenied
+		case "PreconditionFailed":
+			return backend.ErrStale
+		case "InvalidRange":
+			return errInvalidRange
+		case "SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded",
+			"TooManyRequests", "ServiceUnavailable":
+			return backend.ErrThrottled
+		}
+	}
+	var statusErr interface{ HTTPStatusCode() int }
+	if errors.As(err, &statusErr) {
+		switch statusErr.HTTPStatusCode() {
+		case http.StatusNotFound:
+			return iofs.ErrNotExist
+		case http.StatusForbidden, http.StatusUnauthorized:
+			return ErrAccessDenied
+		case http.StatusPreconditionFailed:
+			return backend.ErrStale
+		case http.StatusRequestedRangeNotSatisfiable:
+			return errInvalidRange
+		case http.StatusServiceUnavailable, http.StatusTooManyRequests:
+			return backend.ErrThrottled
+		}
+	}
+	return nil
+}
+
+// translate turns an SDK error of operation op on path into an error of
+// the io/fs family: a *fs.PathError whose chain holds the matching
+// sentinel (fs.ErrNotExist, backend.ErrStale, backend.ErrThrottled,
+// ErrAccessDenied together with fs.ErrPermission, ErrBucketNotFound) and
+// the SDK's error. Context errors keep their identity (the SDK wraps
+// them).
+func translate(op, path string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var pe *iofs.PathError
+	if errors.As(err, &pe) {
+		return err
+	}
+	kind := errorKind(err)
+	switch {
+	case kind == ErrAccessDenied:
+		err = fmt.Errorf("%w (%w): %w", ErrAccessDenied, iofs.ErrPermission, err)
+	case kind != nil && !errors.Is(err, kind):
+		err = fmt.Errorf("%w: %w", kind, err)
+	}
+	return &iofs.PathError{Op: op, Path: path, Err: err}
+}

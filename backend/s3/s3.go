@@ -1,0 +1,298 @@
+package s3
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/config"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go/logging"
+
+	"github.com/stallfs/stallfs/backend"
+)
+
+// Defaults for the zero values of Options.
+const (
+	DefaultMaxRetries  = 4               // 5 attempts in all
+	DefaultMaxBackoff  = 2 * time.Second // cap of one retry delay
+	DefaultTimeout     = 30 * time.Second
+	DefaultPartSize    = 8 << 20 // 8 MiB
+	DefaultConcurrency = 8
+	defaultRegion      = "us-east-1"
+)
+
+// Options configures a Backend. Only Bucket is required; the zero value of
+// every other field selects a default that works against AWS.
+type Options struct {
+	// Bucket is the bucket name.
+	Bucket string
+	// Prefix selects a subtree of the bucket ("train" or "train/"). Keys
+	// outside it are invisible; paths are relative to it.
+	Prefix string
+	// Region is the bucket's region. Empty: the SDK's default chain
+	// (AWS_REGION, the profile), else us-east-1.
+	Region string
+	// Endpoint is the base URL of an S3-compatible store
+	// ("http://127.0.0.1:7070"). Empty: AWS.
+	Endpoint string
+	// PathStyle addresses the bucket in the path (endpoint/bucket/key)
+	// instead of the host name; most S3-compatible stores need it.
+	PathStyle bool
+	// Profile names a profile of the shared config and credentials files.
+	// Empty: AWS_PROFILE or "default".
+	Profile string
+	// NoSignRequest sends requests unsigned, for public buckets.
+	NoSignRequest bool
+	// MaxRetries is how many times a failed request is retried after the
+	// first attempt (0: DefaultMaxRetries; negative: never).
+	MaxRetries int
+	// MaxBackoff caps the delay before one retry (0: DefaultMaxBackoff).
+	MaxBackoff time.Duration
+	// Timeout bounds one attempt of one request: connecting, waiting for
+	// the response headers and reading the body (0: DefaultTimeout).
+	Timeout time.Duration
+	// PartSize is the largest range one GET asks for; longer reads are
+	// split into parts fetched in parallel (0: DefaultPartSize).
+	PartSize int64
+	// Concurrency bounds the parts of one ReadAt in flight at once
+	// (0: DefaultConcurrency).
+	Concurrency int
+	// Logger receives the backend's logs (nil: discard).
+	Logger *slog.Logger
+}
+
+// Backend is a read-only backend.Backend over one bucket (and prefix) of
+// S3 or an S3-compatible store. It is safe for concurrent use.
+type Backend struct {
+	// immutable after New
+	client      *awss3.Client
+	httpClient  *awshttp.BuildableClient
+	retryer     aws.RetryerV2
+	bucket      string
+	prefix      string // "" or ends in "/"
+	partSize    int64
+	concurrency int
+	maxAttempts int
+	log         *slog.Logger
+	name        string
+
+	skipOnce sync.Once
+	skipped  atomic.Int64
+}
+
+var (
+	_ backend.Backend = (*Backend)(nil)
+	_ backend.Walker  = (*Backend)(nil)
+)
+
+// New connects to the bucket and checks that it exists and that the
+// credentials may list it, with one ListObjectsV2 of at most one key. It
+// returns an error wrapping ErrBucketNotFound or ErrAccessDenied when the
+// store says so; other errors (an unreachable endpoint, a bad profile)
+// are returned wrapped.
+func New(ctx context.Context, opts Options) (*Backend, error) {
+	if opts.Bucket == "" {
+		return nil, errors.New("s3: no bucket given")
+	}
+	if strings.Contains(opts.Bucket, "/") {
+		return nil, fmt.Errorf("s3: bucket name %q contains a slash", opts.Bucket)
+	}
+	b := &Backend{
+		bucket:      opts.Bucket,
+		prefix:      normPrefix(opts.Prefix),
+		partSize:    opts.PartSize,
+		concurrency: opts.Concurrency,
+		log:         opts.Logger,
+	}
+	if b.partSize <= 0 {
+		b.partSize = DefaultPartSize
+	}
+	if b.concurrency <= 0 {
+		b.concurrency = DefaultConcurrency
+	}
+	if b.log == nil {
+		b.log = slog.New(slog.DiscardHandler)
+	}
+	b.name = "s3://" + b.bucket
+	if b.prefix != "" {
+		b.name += "/" + strings.TrimSuffix(b.prefix, "/")
+	}
+	retries := opts.MaxRetries
+	switch {
+	case retries == 0:
+		retries = DefaultMaxRetries
+	case retries < 0:
+		retries = 0
+	}
+	b.maxAttempts = retries + 1
+	maxBackoff := opts.MaxBackoff
+	if maxBackoff <= 0 {
+		maxBackoff = DefaultMaxBackoff
+	}
+	timeout := opts.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+
+	// The standard retryer already retries 500/502/503/504, connection
+	// errors and the throttling codes (SlowDown among them, with a 1 s base
+	// delay instead of 50 ms). Its client-side retry quota is switched
+	// off: under a throttling storm the quota would fail reads at once,
+	// while each request here is bounded by MaxAttempts anyway.
+	b.retryer = retry.NewStandard(func(o *retry.StandardOptions) {
+		o.MaxAttempts = b.maxAttempts
+		o.MaxBackoff = maxBackoff
+		o.RateLimiter = ratelimit.None
+	})
+
+	// A BuildableClient, so that the SDK can still add AWS_CA_BUNDLE to
+	// its transport (it refuses any other client type when the variable
+	// is set).
+	b.httpClient = awshttp.NewBuildableClient().
+		WithTimeout(timeout).
+		WithDialerOptions(func(d *net.Dialer) {
+			d.Timeout = min(timeout, 10*time.Second)
+		}).
+		WithTransportOptions(func(tr *http.Transport) {
+			tr.MaxIdleConns = 256
+			tr.MaxIdleConnsPerHost = 64
+			tr.IdleConnTimeout = 90 * time.Second
+			tr.ResponseHeaderTimeout = timeout
+			tr.TLSHandshakeTimeout = 10 * time.Second
+			tr.ExpectContinueTimeout = time.Second
+			// Objects are read as stored; a transparent gzip would hide
+			// the byte count the range asked for.
+			tr.DisableCompression = true
+		})
+
+	loadOpts := []func(*config.LoadOptions) error{
+		config.WithHTTPClient(b.httpClient),
+		config.WithRetryer(func() aws.Retryer { return b.retryer }),
+		config.WithLogger(slogLogger{b.log}),
+		// S3-compatible stores differ in which checksums they compute and
+		// return; ranged GETs carry no whole-object checksum at all.
+		config.WithRequestChecksumCalculation(aws.RequestChecksumCalculationWhenRequired),
+		config.WithResponseChecksumValidation(aws.ResponseChecksumValidationWhenRequired),
+	}
+	if opts.Region != "" {
+		loadOpts = append(loadOpts, config.WithRegion(opts.Region))
+	}
+	if opts.Profile != "" {
+		loadOpts = append(loadOpts, config.WithSharedConfigProfile(opts.Profile))
+	}
+	if opts.NoSignRequest {
+		loadOpts = append(loadOpts, config.WithCredentialsProvider(aws.AnonymousCredentials{}))
+	}
+	cfg, err := config.LoadDefaultConfig(ctx, loadOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("s3: load AWS config: %w", err)
+	}
+	if cfg.Region == "" {
+		cfg.Region = defaultRegion
+	}
+	b.client = awss3.NewFromConfig(cfg, func(o *awss3.Options) {
+		if opts.Endpoint != "" {
+			o.BaseEndpoint = aws.String(opts.Endpoint)
+		}
+		o.UsePathStyle = opts.PathStyle
+		o.DisableLogOutputChecksumValidationSkipped = true
+	})
+
+	if err := b.check(ctx); err != nil {
+		b.httpClient.GetTransport().CloseIdleConnections()
+		return nil, err
+	}
+	return b, nil
+}
+
+// check lists at most one key under the prefix: it proves that the bucket
+// exists and that the credentials may list it, which every mount needs.
+func (b *Backend) check(ctx context.Context) error {
+	_, err := b.client.ListObjectsV2(ctx, &awss3.ListObjectsV2Input{
+		Bucket:  aws.String(b.bucket),
+		Prefix:  aws.String(b.prefix),
+		MaxKeys: aws.Int32(1),
+	})
+	if err == nil {
+		return nil
+	}
+	switch errorKind(err) {
+	case ErrBucketNotFound:
+		return fmt.Errorf("%w: %s: %w", ErrBucketNotFound, b.bucket, err)
+	case ErrAccessDenied:
+		return fmt.Errorf("%w: listing %s: %w", ErrAccessDenied, b.name, err)
+	}
+	return fmt.Errorf("s3: list %s: %w", b.name, err)
+}
+
+// String returns "s3://BUCKET" or "s3://BUCKET/PREFIX".
+func (b *Backend) String() string { return b.name }
+
+// Close releases idle connections. The Backend must not be used after.
+func (b *Backend) Close() error {
+	b.httpClient.GetTransport().CloseIdleConnections()
+	return nil
+}
+
+// SkippedKeys returns how many keys were left out of listings so far
+// because they cannot be a path (an empty segment, "." or "..", a name
+// too long for the kernel, a NUL byte).
+func (b *Backend) SkippedKeys() int64 { return b.skipped.Load() }
+
+// key returns the object key of path p.
+func (b *Backend) key(p string) string { return b.prefix + p }
+
+// normPrefix turns "a/b", "/a/b/" and "a/b/" into "a/b/", and "" or "/"
+// into "".
+func normPrefix(p string) string {
+	p = strings.Trim(p, "/")
+	if p == "" {
+		return ""
+	}
+	return p + "/"
+}
+
+// normETag strips the quotes (and a weak marker) of an ETag, the form in
+// which versions are handed out and compared everywhere in this package.
+func normETag(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return strings.Trim(strings.TrimPrefix(*s, "W/"), `"`)
+}
+
+// quoteETag returns the If-Match form of a normalised version.
+func quoteETag(v string) *string { return aws.String(`"` + v + `"`) }
+
+// slogLogger passes the SDK's own log lines (rare: configuration
+// warnings) to slog at debug or warn level.
+type slogLogger struct{ l *slog.Logger }
+
+// Logf implements logging.Logger.
+func (s slogLogger) Logf(c logging.Classification, format string, v ...any) {
+	level := slog.LevelDebug
+	if c == logging.Warn {
+		level = slog.LevelWarn
+	}
+	s.l.Log(context.Background(), level, "aws sdk: "+fmt.Sprintf(format, v...))
+}
+
+// drain discards what is left of a response body and closes it, so the
+// connection can be reused.
+func drain(rc io.ReadCloser) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(rc, 64<<10))
+	_ = rc.Close()
+}
