@@ -252,4 +252,3 @@ func (s *Server) Delete(t testing.TB, bucket, key string) {
 		t.Fatalf("s3test: delete %s/%s: %v", bucket, key, err)
 	}
 }
-
