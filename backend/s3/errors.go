@@ -23,6 +23,46 @@ var ErrBucketNotFound = errors.New("s3: bucket not found")
 // the request id only.
 var ErrAccessDenied = errors.New("s3: access denied")
 
+// ErrConfig reports options or an AWS configuration that cannot work (no
+// bucket, an unknown profile, a malformed shared config file).
+var ErrConfig = errors.New("s3: bad configuration")
+
+// checkError is what New returns when the store refuses the first
+// listing: a one-line message naming the bucket and the S3 error code,
+// wrapping both the kind (ErrBucketNotFound, ErrAccessDenied) and the
+// SDK's error.
+type checkError struct {
+	kind   error
+	source string
+	cause  error
+}
+
+func (e *checkError) Error() string {
+	detail := ""
+	var apiErr smithy.APIError
+	if errors.As(e.cause, &apiErr) {
+		detail = " (" + apiErr.ErrorCode()
+		if m := apiErr.ErrorMessage(); m != "" {
+			detail += ": " + m
+		}
+		detail += ")"
+	}
+	switch e.kind {
+	case ErrBucketNotFound:
+		return e.source + ": bucket does not exist" + detail
+	case ErrAccessDenied:
+		return e.source + ": access denied, check the credentials" + detail
+	}
+	return e.source + ": " + e.cause.Error()
+}
+
+func (e *checkError) Unwrap() []error {
+	if e.kind == ErrAccessDenied {
+		return []error{e.kind, iofs.ErrPermission, e.cause}
+	}
+	return []error{e.kind, e.cause}
+}
+
 // errInvalidRange marks an HTTP 416: the range starts at or after the end
 // of the object. It never leaves the package: ReadAt turns it into io.EOF
 // or ErrStale.

@@ -2,7 +2,6 @@ package s3
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -99,16 +98,16 @@ var (
 )
 
 // New connects to the bucket and checks that it exists and that the
-// credentials may list it, with one ListObjectsV2 of at most one key. It
-// returns an error wrapping ErrBucketNotFound or ErrAccessDenied when the
-// store says so; other errors (an unreachable endpoint, a bad profile)
-// are returned wrapped.
+// credentials may list it, with one ListObjectsV2 of at most one key. Its
+// error wraps ErrConfig (bad options, unknown profile), ErrBucketNotFound
+// or ErrAccessDenied (with a one-line message naming the S3 error code),
+// or else the SDK's error (an unreachable endpoint, after retries).
 func New(ctx context.Context, opts Options) (*Backend, error) {
 	if opts.Bucket == "" {
-		return nil, errors.New("s3: no bucket given")
+		return nil, fmt.Errorf("%w: no bucket given", ErrConfig)
 	}
 	if strings.Contains(opts.Bucket, "/") {
-		return nil, fmt.Errorf("s3: bucket name %q contains a slash", opts.Bucket)
+		return nil, fmt.Errorf("%w: bucket name %q contains a slash", ErrConfig, opts.Bucket)
 	}
 	b := &Backend{
 		bucket:      opts.Bucket,
@@ -198,7 +197,7 @@ func New(ctx context.Context, opts Options) (*Backend, error) {
 	}
 	cfg, err := config.LoadDefaultConfig(ctx, loadOpts...)
 	if err != nil {
-		return nil, fmt.Errorf("s3: load AWS config: %w", err)
+		return nil, fmt.Errorf("%w: load AWS config: %w", ErrConfig, err)
 	}
 	if cfg.Region == "" {
 		cfg.Region = defaultRegion
@@ -229,13 +228,11 @@ func (b *Backend) check(ctx context.Context) error {
 	if err == nil {
 		return nil
 	}
-	switch errorKind(err) {
-	case ErrBucketNotFound:
-		return fmt.Errorf("%w: %s: %w", ErrBucketNotFound, b.bucket, err)
-	case ErrAccessDenied:
-		return fmt.Errorf("%w: listing %s: %w", ErrAccessDenied, b.name, err)
+	switch kind := errorKind(err); kind {
+	case ErrBucketNotFound, ErrAccessDenied:
+		return &checkError{kind: kind, source: b.name, cause: err}
 	}
-	return fmt.Errorf("s3: list %s: %w", b.name, err)
+	return fmt.Errorf("%s: %w", b.name, err)
 }
 
 // String returns "s3://BUCKET" or "s3://BUCKET/PREFIX".

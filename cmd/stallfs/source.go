@@ -36,6 +36,7 @@ type sourceOpener struct {
 func sourceOpeners() map[string]sourceOpener {
 	return map[string]sourceOpener{
 		"file": {open: openFileSource},
+		"s3":   {open: openS3, flags: s3Flags()},
 	}
 }
 
