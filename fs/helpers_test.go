@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	iofs "io/fs"
+	"log/slog"
 	"os"
 	"path"
 	"path/filepath"
@@ -323,3 +324,5 @@ func hasPrefixAny(s string, ps ...string) bool {
 }
 
 func fmtInt(n int64) string { return fmt.Sprint(n) }
+
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
