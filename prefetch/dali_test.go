@@ -49,8 +49,15 @@ func cppShuffles(t *testing.T, bin string, n int, seeds ...uint32) [][]int {
 	return res
 }
 
-func TestStdShuffleMatchesLibstdcxx(t *testing.T) {
+// TestDALIMatchesLibstdcxx builds the C++ reference once (g++ is slow on
+// a busy machine) for both checks.
+func TestDALIMatchesLibstdcxx(t *testing.T) {
 	bin := buildDALIShuffle(t)
+	t.Run("std::shuffle", func(t *testing.T) { testStdShuffle(t, bin) })
+	t.Run("fn.readers.file", func(t *testing.T) { testDALIFileOrder(t, bin) })
+}
+
+func testStdShuffle(t *testing.T, bin string) {
 	// 65535 is the largest n for which libstdc++ draws two positions per
 	// call; 65536 and above take the one-per-call path.
 	for _, n := range []int{1, 2, 3, 4, 10, 11, 1000, 4097, 65535, 65536, 100003} {
@@ -70,8 +77,7 @@ func TestStdShuffleMatchesLibstdcxx(t *testing.T) {
 	}
 }
 
-func TestDALIFileOrder(t *testing.T) {
-	bin := buildDALIShuffle(t)
+func testDALIFileOrder(t *testing.T, bin string) {
 	const n = 1003
 	shuffled := cppShuffles(t, bin, n, daliSeed)[0]
 	chain := cppShuffles(t, bin, n, daliSeed+1, daliSeed+2, daliSeed+3)
