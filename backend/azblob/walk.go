@@ -1,0 +1,150 @@
+package azblob
+
+import (
+	"context"
+	"strings"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+
+	"github.com/stallfs/stallfs/backend"
+)
+
+// Walk calls fn for every entry below dir from ONE flat listing of the
+// subtree (5,000 names a page), synthesising each directory the first time
+// a descendant names it.
+//
+// A blob "x" is held back until the listing has passed every name that
+// could start with "x/" (names arrive in order, so that is soon: at the
+// next name that sorts after "x/"): if some name does, "x" is a directory
+// and the blob is skipped and counted, as List does.
+func (b *Backend) Walk(ctx context.Context, dir string, fn func(path string, e backend.Entry) error) error {
+	if err := checkPath("walk", dir); err != nil {
+		return err
+	}
+	w := walker{b: b, fn: fn, dir: dir, seen: map[string]bool{}}
+	prefix := b.dirPrefix(dir)
+	pager := b.client.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{
+		Prefix: &prefix, Include: container.ListBlobsInclude{Metadata: true}, MaxResults: b.pageSize(),
+	})
+	found := dir == ""
+	skippedBefore := b.counters.skipped.Load()
+	for pager.More() {
+		page, err := pager.NextPage(ctx)
+		if err != nil {
+			return translate("walk", dir, err)
+		}
+		for _, it := range page.Segment.BlobItems {
+			found = true
+			if err := w.blob(strings.TrimPrefix(deref(it.Name), prefix), it); err != nil {
+				return err
+			}
+		}
+	}
+	if err := w.flush(""); err != nil {
+		return err
+	}
+	if n := b.counters.skipped.Load() - skippedBefore; n > 0 {
+		b.opts.Logger.Warn("blob names skipped: not valid paths, or shadowed by a directory of the same name",
+			"source", b.name, "dir", dir, "skipped", n)
+	}
+	if !found {
+		if err := b.missingDir(ctx, dir); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// walker is the state of one Walk.
+type walker struct {
+	b       *Backend
+	fn      func(string, backend.Entry) error
+	dir     string
+	seen    map[string]bool // directories reported (relative to dir)
+	pending []pendingFile   // blobs that may still turn out to be directories
+}
+
+type pendingFile struct {
+	rel string
+	e   backend.Entry
+}
+
+// blob handles one listed blob; rel is its name relative to dir.
+func (w *walker) blob(rel string, it *container.BlobItem) error {
+	size, mtime, etag := props(it)
+	folder := isFolderBlob(rel, size, it.Metadata)
+	if folder {
+		rel = strings.TrimSuffix(rel, "/")
+		if rel == "" { // the marker of dir itself
+			return nil
+		}
+	}
+	if !validName(rel) {
+		w.b.counters.skipped.Add(1)
+		return nil
+	}
+	if err := w.flush(rel); err != nil {
+		return err
+	}
+	if err := w.parents(rel); err != nil {
+		return err
+	}
+	if folder {
+		return w.directory(rel)
+	}
+	e := w.b.fileEntry(baseName(rel), size, mtime, etag)
+	w.pending = append(w.pending, pendingFile{rel: rel, e: e})
+	return nil
+}
+
+// flush reports the pending files that the name next (in listing order)
+// proves to be files, and drops those it proves to be directories. next ""
+// flushes everything (the end of the listing).
+func (w *walker) flush(next string) error {
+	keep := w.pending[:0]
+	for _, p := range w.pending {
+		switch {
+		case next != "" && strings.HasPrefix(next, p.rel+"/"):
+			w.b.counters.skipped.Add(1) // "p" and "p/...": the directory wins
+		case next != "" && next <= p.rel+"/":
+			keep = append(keep, p) // "p-1" or "p.x" come before "p/..."
+		case w.seen[p.rel]:
+			w.b.counters.skipped.Add(1) // a directory blob of the same name
+		default:
+			if err := w.fn(w.path(p.rel), p.e); err != nil {
+				return err
+			}
+		}
+	}
+	clear(w.pending[len(keep):])
+	w.pending = keep
+	return nil
+}
+
+// parents reports the directories above rel not yet reported.
+func (w *walker) parents(rel string) error {
+	for i := 0; i < len(rel); i++ {
+		if rel[i] == '/' {
+			if err := w.directory(rel[:i]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// directory reports directory rel once.
+func (w *walker) directory(rel string) error {
+	if w.seen[rel] {
+		return nil
+	}
+	w.seen[rel] = true
+	return w.fn(w.path(rel), w.b.dirEntry(baseName(rel)))
+}
+
+func (w *walker) path(rel string) string {
+	if w.dir == "" {
+		return rel
+	}
+	return w.dir + "/" + rel
+}
