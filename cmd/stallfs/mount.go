@@ -143,7 +143,7 @@ func (a *cliApp) mountForeground(c *cli.Context, cfg mountConfig, openers map[st
 
 	if stale {
 		log.Warn("detaching stale mount (--force)", "mountpoint", cfg.Mountpoint)
-		if err := unmountPath(cfg.Mountpoint, true); err != nil {
+		if err := fs.ForceUnmount(cfg.Mountpoint); err != nil {
 			return fmt.Errorf("recover stale mountpoint: %w", err)
 		}
 	}

@@ -1,8 +1,8 @@
 package main
 
-// Private mountpoint helpers. The fs package is getting exported
-// equivalents (fs.CheckMountpoint, fs.IsMountpoint, fs.ForceUnmount); these
-// stay small and use only /proc/self/mountinfo and umount2(2).
+// Mountpoint helpers on top of fs.CheckMountpoint and fs.ForceUnmount: the
+// CLI's messages, the file system type of a mount (unmount refuses
+// anything but FUSE) and a plain, non-lazy unmount.
 
 import (
 	"bufio"
@@ -13,9 +13,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/stallfs/stallfs/fs"
 )
 
 // mountState is what lies at a mountpoint path.
@@ -34,28 +35,25 @@ type mountEntry struct {
 	Source     string
 }
 
-// inspectMountpoint reports the state of path, or a usage error when path
-// is missing or not a directory.
+// inspectMountpoint reports the state of path (per fs.CheckMountpoint), or
+// a usage error when path is missing or not a directory.
 func inspectMountpoint(path string) (mountState, error) {
-	st, err := os.Stat(path)
+	err := fs.CheckMountpoint(path)
 	switch {
-	case errors.Is(err, syscall.ENOTCONN):
+	case err == nil:
+		return mountFree, nil
+	case errors.Is(err, fs.ErrStaleMount):
 		return mountStale, nil
+	case errors.Is(err, fs.ErrAlreadyMounted):
+		return mountMounted, nil
+	case errors.Is(err, fs.ErrNotDirectory):
+		return mountFree, usagef("mountpoint %q is not a directory", path)
 	case errors.Is(err, iofs.ErrNotExist):
 		return mountFree, usagef("mountpoint %q does not exist", path)
-	case err != nil:
-		return mountFree, usagef("mountpoint %q: %w", path, pathErrCause(err))
-	case !st.IsDir():
-		return mountFree, usagef("mountpoint %q is not a directory", path)
+	case errors.Is(err, iofs.ErrPermission):
+		return mountFree, usagef("mountpoint %q is not accessible: permission denied", path)
 	}
-	e, err := findMount(path)
-	if err != nil {
-		return mountFree, err
-	}
-	if e != nil {
-		return mountMounted, nil
-	}
-	return mountFree, nil
+	return mountFree, usagef("mountpoint %q: %w", path, pathErrCause(err))
 }
 
 // staleMessage explains a stale mountpoint and how to recover it.

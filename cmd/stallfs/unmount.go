@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
@@ -22,7 +24,7 @@ func (a *cliApp) unmountCommand() *cli.Command {
 			&cli.BoolFlag{Name: "lazy", Aliases: []string{"z"}, Usage: "detach now even if files are open; finish when they close", EnvVars: []string{"STALLFS_UNMOUNT_LAZY"}},
 		},
 		Action: func(c *cli.Context) error {
-			if err := unmount(c.Args().Slice(), c.Bool("lazy")); err != nil {
+			if err := unmount(c.Context, c.Args().Slice(), c.Bool("lazy")); err != nil {
 				return fmt.Errorf("unmount: %w", err)
 			}
 			return nil
@@ -30,8 +32,14 @@ func (a *cliApp) unmountCommand() *cli.Command {
 	}
 }
 
-// unmount validates the arguments and unmounts a FUSE mount.
-func unmount(args []string, lazy bool) error {
+// unmountWait bounds how long unmount waits for the daemon that served the
+// mount to exit.
+const unmountWait = 10 * time.Second
+
+// unmount validates the arguments and unmounts a FUSE mount. Unless lazy,
+// it then waits (boundedly) for the stallfs process that served the mount
+// to exit, so that a new mount may take its place (and its cache) at once.
+func unmount(ctx context.Context, args []string, lazy bool) error {
 	if len(args) != 1 {
 		return usagef("expected MOUNTPOINT, got %d argument(s)", len(args))
 	}
@@ -59,11 +67,22 @@ func unmount(args []string, lazy bool) error {
 	if !strings.HasPrefix(e.FSType, "fuse") {
 		return usagef("%q is a %s mount, not a stallfs mount", path, e.FSType)
 	}
+	pid := 0
+	if state == mountMounted {
+		pid = mountPID(ctx, path)
+	}
 	if err := unmountPath(path, lazy); err != nil {
 		if errors.Is(err, unix.EBUSY) {
 			return fmt.Errorf("%q is busy (open files or a working directory inside); retry with --lazy", path)
 		}
 		return err
+	}
+	if pid > 0 && !lazy {
+		ctx, cancel := context.WithTimeout(ctx, unmountWait)
+		defer cancel()
+		if !waitProcessExit(ctx, pid) {
+			return fmt.Errorf("unmounted %q, but its stallfs process %d is still running after %v", path, pid, unmountWait)
+		}
 	}
 	return nil
 }
