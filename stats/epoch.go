@@ -24,9 +24,9 @@ import (
 // before a re-read ends it.
 const reReadShare = 0.9
 
-// earlyShare is the share of its group's files already touched below which
-// a file's first read in an epoch counts as early.
-const earlyShare = 0.05
+// A file's first read in an epoch is early when fewer than 1/earlyDiv (5%)
+// of its group's files were touched before it.
+const earlyDiv = 20
 
 // A file's state word: epoch tag (16 bits) | early (1) | bytes in the epoch (47).
 const (
@@ -59,7 +59,7 @@ func (r *Recorder) enterEpoch(e *fileEntry, g *group, n int64, size int64) epoch
 			first = old>>tagShift != tag
 			if first {
 				oldBytes = 0
-				early = g.share(seq) < earlyShare
+				early = g.early(seq)
 			} else {
 				oldBytes = old & bytesMask
 				early = old&earlyBit != 0
@@ -184,6 +184,13 @@ func groupBitsFor(n int) int {
 // groupOf returns file's group (Fibonacci hashing; a shift by 32 is 0).
 func (r *Recorder) groupOf(file uint32) *group {
 	return &r.groups[(file*0x9E3779B1)>>(32-r.groupBits)]
+}
+
+// early reports whether fewer than 1/earlyDiv of g's files were touched in
+// epoch seq (integer arithmetic: it runs on every first read of a file).
+func (g *group) early(seq uint64) bool {
+	v := g.touch.Load()
+	return v>>tagShift != tagOf(seq) || (v>>24&low24)*earlyDiv < g.files
 }
 
 // share is the share of g's files touched in epoch seq.

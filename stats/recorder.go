@@ -131,7 +131,7 @@ func New(opts Options) *Recorder {
 	r.epochSeq.Store(1)
 	r.epochNum.Store(1)
 	if opts.Registry != nil {
-		opts.Registry.MustRegister(&collector{r: r})
+		opts.Registry.MustRegister(newCollector(r))
 	}
 	return r
 }
