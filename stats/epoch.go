@@ -204,10 +204,10 @@ func (g *group) share(seq uint64) float64 {
 
 // touchedShare is the share of the dataset's files touched in epoch seq.
 func (r *Recorder) touchedShare(seq uint64) float64 {
-	if len(r.files) == 0 {
+	if r.passFiles == 0 {
 		return 0
 	}
-	return float64(r.touchedFiles(seq)) / float64(len(r.files))
+	return float64(r.touchedFiles(seq)) / float64(r.passFiles)
 }
 
 // advance ends epoch seq if it is still the current one.

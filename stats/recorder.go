@@ -64,6 +64,7 @@ type Recorder struct {
 	groups     []group // epoch-detection groups of files
 	groupBits  int
 	liveGroups uint64 // groups with at least one file
+	passFiles  int64  // files a full pass reads (the non-empty ones)
 	warmBytes  int64  // cache fill at New: the optimum of the first epoch
 
 	// hot path state, atomics
@@ -114,8 +115,12 @@ func New(opts Options) *Recorder {
 	r.groups = make([]group, 1<<r.groupBits)
 	if opts.Files > 0 {
 		r.files = make([]fileEntry, opts.Files)
-		for id := range opts.Files {
-			r.groupOf(uint32(id)).files++
+		for id := range uint32(opts.Files) {
+			// Empty files are never read; a full pass does not wait for them.
+			if opts.SizeOf == nil || opts.SizeOf(id) != 0 {
+				r.groupOf(id).files++
+				r.passFiles++
+			}
 		}
 	}
 	for i := range r.groups {

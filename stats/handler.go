@@ -1,0 +1,34 @@
+package stats
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+)
+
+// maxTopFiles bounds the files a stats request may ask for.
+const maxTopFiles = 100_000
+
+// Handler serves the Snapshot as JSON: GET /v1/stats?files=N (N top files,
+// default 0, at most 100,000). The control socket mounts it.
+func (r *Recorder) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Method != http.MethodGet && req.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		files := 0
+		if v := req.URL.Query().Get("files"); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 || n > maxTopFiles {
+				http.Error(w, "files: want an integer in 0..100000", http.StatusBadRequest)
+				return
+			}
+			files = n
+		}
+		w.Header().Set("Content-Type", "application/json")
+		// The client may be gone; nothing to do about a failed write.
+		_ = json.NewEncoder(w).Encode(r.Snapshot(files))
+	})
+}
