@@ -59,6 +59,7 @@ func TestRunBadInput(t *testing.T) {
 		{"unmount not mounted", []string{"unmount", mnt}, nil, `"` + mnt + `" is not a mount`},
 		{"unmount not fuse", []string{"unmount", "/proc"}, nil, `"/proc" is a proc mount, not a stallfs mount`},
 		{"unmount unknown flag", []string{"unmount", "--now", mnt}, nil, "stallfs: unmount: unknown flag --now"},
+		{"help unknown command", []string{"help", "nosuch"}, nil, `stallfs: help: unknown command "nosuch"`},
 		{"version args", []string{"version", "x"}, nil, "takes no arguments"},
 	}
 	for _, tt := range tests {

@@ -143,21 +143,6 @@ func newMountDirs(t *testing.T) (src, mnt string, files []string) {
 	return src, mnt, files
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
-	t.Helper()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(d)
-	for !cond() {
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-	}
-}
-
 func isMounted(mnt string) bool {
 	e, err := findMount(mnt)
 	return err == nil && e != nil
@@ -334,25 +319,36 @@ func TestE2EBinaryBadInput(t *testing.T) {
 }
 
 func TestE2ESignalUnmountsCleanly(t *testing.T) {
-	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
-		t.Run(sig.String(), func(t *testing.T) {
+	for _, tt := range []struct {
+		sig      syscall.Signal
+		openFile bool // an open file must not block the clean unmount
+	}{
+		{syscall.SIGTERM, true},
+		{syscall.SIGINT, false},
+		{syscall.SIGHUP, false},
+	} {
+		t.Run(fmt.Sprintf("%s open=%t", tt.sig, tt.openFile), func(t *testing.T) {
 			src, mnt, files := newMountDirs(t)
 			p := startForeground(t, src, mnt)
 			checkFiles(t, mnt, files[:3])
-			// An open file must not block the clean unmount.
-			f, err := os.Open(filepath.Join(mnt, "one"))
-			if err != nil {
-				t.Fatal(err)
+			if tt.openFile {
+				f, err := os.Open(filepath.Join(mnt, "one"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer f.Close()
 			}
-			defer f.Close()
-			if err := p.cmd.Process.Signal(sig); err != nil {
+			if err := p.cmd.Process.Signal(tt.sig); err != nil {
 				t.Fatal(err)
 			}
 			if err := p.waitExit(t, 30*time.Second); err != nil {
-				t.Fatalf("after %v: %v, want exit status 0\n%s", sig, err, p.stderr.String())
+				t.Fatalf("after %v: %v, want exit status 0\n%s", tt.sig, err, p.stderr.String())
 			}
 			if isMounted(mnt) {
-				t.Errorf("%s still mounted after %v", mnt, sig)
+				t.Errorf("%s still mounted after %v", mnt, tt.sig)
+			}
+			if !strings.Contains(p.stderr.String(), "signal received; unmounting") {
+				t.Errorf("log does not show the signal being handled:\n%s", p.stderr.String())
 			}
 		})
 	}

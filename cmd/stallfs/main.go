@@ -25,6 +25,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	a := &cliApp{stdout: stdout, stderr: stderr, argv: args, getenv: os.Getenv}
 	app := a.newApp()
 	err := app.RunContext(ctx, reorderArgs(app, args))
+	if err == nil && a.helpNotFound != "" {
+		err = usagef("help: unknown command %q", a.helpNotFound)
+	}
 	if err == nil {
 		return 0
 	}
@@ -41,6 +44,8 @@ type cliApp struct {
 	stdout, stderr io.Writer
 	argv           []string
 	getenv         func(string) string
+
+	helpNotFound string // set by `stallfs help NAME` for an unknown NAME
 }
 
 func (a *cliApp) newApp() *cli.App {
@@ -53,7 +58,7 @@ func (a *cliApp) newApp() *cli.App {
 		ErrWriter:       a.stderr,
 		ExitErrHandler:  func(*cli.Context, error) {}, // run() prints and picks the status
 		OnUsageError:    onUsageError,
-		CommandNotFound: func(*cli.Context, string) {},
+		CommandNotFound: func(_ *cli.Context, name string) { a.helpNotFound = name },
 		Action: func(c *cli.Context) error {
 			if c.Args().Present() {
 				return usagef("unknown command %q (run `stallfs help`)", c.Args().First())

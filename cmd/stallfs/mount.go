@@ -119,7 +119,7 @@ func checkMountTarget(cfg mountConfig) (stale bool, err error) {
 	return false, nil
 }
 
-// mountForeground mounts and serves until SIGINT/SIGTERM (clean unmount,
+// mountForeground mounts and serves until SIGINT/SIGTERM/SIGHUP (clean unmount,
 // status 0) or until the file system is unmounted from outside.
 func (a *cliApp) mountForeground(c *cli.Context, cfg mountConfig, openers map[string]sourceOpener, ready *readyPipe) error {
 	log, closeLog, err := newLogger(cfg, a.stderr)
@@ -132,7 +132,9 @@ func (a *cliApp) mountForeground(c *cli.Context, cfg mountConfig, openers map[st
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
+	// SIGHUP too: a foreground mount whose terminal closes unmounts
+	// cleanly instead of leaving a stale mountpoint.
+	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 
 	b, err := openers[cfg.Source.Scheme].open(ctx, c, cfg.Source)
