@@ -2,7 +2,6 @@ package fs
 
 import (
 	"context"
-	"fmt"
 	"testing"
 
 	"github.com/stallfs/stallfs/mincache"
@@ -93,5 +92,3 @@ func testReaderB(b *testing.B, be nullBackend, o readerOptions) *reader {
 	b.Cleanup(func() { cancel(); r.close() })
 	return r
 }
-
-var _ = fmt.Sprint

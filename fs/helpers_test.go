@@ -11,7 +11,6 @@ import (
 	"path"
 	"path/filepath"
 	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -313,15 +312,6 @@ func (d dirBackend) ReadAt(ctx context.Context, p, version string, buf []byte, o
 }
 
 var errBoom = errors.New("boom")
-
-func hasPrefixAny(s string, ps ...string) bool {
-	for _, p := range ps {
-		if strings.HasPrefix(s, p) {
-			return true
-		}
-	}
-	return false
-}
 
 func fmtInt(n int64) string { return fmt.Sprint(n) }
 

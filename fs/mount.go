@@ -71,6 +71,11 @@ type Options struct {
 	// ControlSocket is the path of the control socket (empty: derived from
 	// the mountpoint, see ControlSocketPath).
 	ControlSocket string
+	// BeforeMount, if set, is called once the tree is read and before the
+	// kernel mount, so that parts sized by the dataset (stats, prefetch)
+	// can be built from Files, TreeFS and PathOf and plugged in with
+	// SetCache, SetRecorder and Handle. An error aborts New.
+	BeforeMount func(m *Mount) error
 }
 
 func (o Options) withDefaults() Options {
@@ -187,6 +192,14 @@ func New(ctx context.Context, mountpoint string, b backend.Backend, opts Options
 		cancel()
 		return nil, err
 	}
+	if opts.BeforeMount != nil {
+		if err := opts.BeforeMount(m); err != nil {
+			m.ctl.close()
+			cancel()
+			m.rd.close()
+			return nil, fmt.Errorf("mount %s: %w", abs, err)
+		}
+	}
 	fsName := opts.FsName
 	if fsName == "" {
 		fsName = b.String()
@@ -275,6 +288,14 @@ func (m *Mount) Unmount() error {
 	return m.unmountErr
 }
 
+// SetCache sets the cache of the read path. It may be called only from
+// Options.BeforeMount, before any read.
+func (m *Mount) SetCache(c Cache) { m.rd.o.cache = c }
+
+// SetRecorder sets the read path's Recorder. It may be called only from
+// Options.BeforeMount, before any read.
+func (m *Mount) SetRecorder(r Recorder) { m.rd.o.recorder = r }
+
 // Mountpoint returns the absolute path the file system is mounted at.
 func (m *Mount) Mountpoint() string { return m.mountpoint }
 
@@ -292,6 +313,15 @@ func (m *Mount) PathOf(id uint32) string {
 		return ""
 	}
 	return m.tree.pathOf(m.tree.fileEnt[id])
+}
+
+// SizeOf returns the size of the file with ID id (-1 out of range). It is
+// cheap and lock-free.
+func (m *Mount) SizeOf(id uint32) int64 {
+	if int(id) >= m.tree.files() {
+		return -1
+	}
+	return m.tree.ents[m.tree.fileEnt[id]].size
 }
 
 // FileID returns the ID of the regular file at path p (slash-separated,

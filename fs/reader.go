@@ -24,11 +24,30 @@ import (
 type Cache interface {
 	// ReadAt copies len(p) bytes of item k starting at off into p. ok is
 	// true only when all of p was filled, and t names the tier that served
-	// it. A zero-length p asks whether k is cached without copying.
+	// it. A zero-length p asks whether k is cached without copying, unless
+	// the cache also has Lookup(k mincache.Key) (int64, mincache.Tier),
+	// which is then used instead.
 	ReadAt(k mincache.Key, p []byte, off int64) (n int, t mincache.Tier, ok bool)
 	// Admit offers a whole item; the cache may keep it (returning the tier
 	// that took it) or not (mincache.None). It must not retain data.
 	Admit(k mincache.Key, data []byte) mincache.Tier
+}
+
+// cacheLookuper is implemented by caches that can tell whether an item is
+// present without reading it (mincache.Cache does; a zero-length ReadAt of a
+// disk entry would also promote it to memory).
+type cacheLookuper interface {
+	Lookup(k mincache.Key) (size int64, t mincache.Tier)
+}
+
+// cached reports whether the cache holds item k.
+func (r *reader) cached(k mincache.Key) bool {
+	if l, ok := r.o.cache.(cacheLookuper); ok {
+		_, t := l.Lookup(k)
+		return t != mincache.None
+	}
+	_, _, ok := r.o.cache.ReadAt(k, nil, 0)
+	return ok
 }
 
 // Recorder receives one call per part of a read served from one item
@@ -186,7 +205,12 @@ func (r *reader) readItem(ctx context.Context, file uint32, key mincache.Key, it
 			return nil
 		}
 		start := time.Now()
-		res, err := r.fill(ctx, key, itemLen)
+		// Stage the item for later reads only when this read does not
+		// take all of it: a whole small file read at once is not kept
+		// outside the cache, so what the cache did not admit costs a
+		// backend read next time, as the MinIO accounting expects.
+		stage := offInItem != 0 || int64(len(dest)) < itemLen
+		res, err := r.fill(ctx, key, itemLen, stage)
 		if err != nil {
 			return err
 		}
@@ -197,6 +221,7 @@ func (r *reader) readItem(ctx context.Context, file uint32, key mincache.Key, it
 			return fmt.Errorf("read %s: item vanished from the cache", keyString(key))
 		}
 		copy(dest, res.buf[offInItem:])
+		r.recent.consume(key, len(dest))
 		r.record(file, stats.Backend, len(dest), time.Since(start))
 		return nil
 	}
@@ -221,8 +246,8 @@ func keyString(k mincache.Key) string {
 
 // fill joins or starts the one backend fill of key and waits for it, or
 // for ctx (then it returns a context.Canceled error; the fill goes on).
-func (r *reader) fill(ctx context.Context, key mincache.Key, itemLen int64) (fillResult, error) {
-	ch := r.flights.DoChan(keyString(key), func() (any, error) { return r.doFill(key, itemLen) })
+func (r *reader) fill(ctx context.Context, key mincache.Key, itemLen int64, stage bool) (fillResult, error) {
+	ch := r.flights.DoChan(keyString(key), func() (any, error) { return r.doFill(key, itemLen, stage) })
 	select {
 	case res := <-ch:
 		if res.Err != nil {
@@ -236,14 +261,15 @@ func (r *reader) fill(ctx context.Context, key mincache.Key, itemLen int64) (fil
 
 // doFill runs once per flight, under the mount's lifetime: it checks the
 // cache again (another flight may have just admitted the item), takes a
-// fill slot, reads the whole item with bounded retries and admits it.
-func (r *reader) doFill(key mincache.Key, itemLen int64) (fillResult, error) {
+// fill slot, reads the whole item with bounded retries and admits it; with
+// stage, an item the cache did not take is kept in the recent buffer.
+func (r *reader) doFill(key mincache.Key, itemLen int64, stage bool) (fillResult, error) {
 	if !r.begin() {
 		return fillResult{}, errClosed
 	}
 	defer r.wg.Done()
 	if r.o.cache != nil {
-		if _, _, ok := r.o.cache.ReadAt(key, nil, 0); ok {
+		if r.cached(key) {
 			return fillResult{}, nil
 		}
 	}
@@ -262,7 +288,7 @@ func (r *reader) doFill(key mincache.Key, itemLen int64) (fillResult, error) {
 	if r.o.cache != nil {
 		res.tier = r.o.cache.Admit(key, buf)
 	}
-	if res.tier == mincache.None {
+	if res.tier == mincache.None && stage {
 		// Not cached: keep it a while so the item's other parts (reads
 		// are at most 1 MiB, items up to the chunk size) and readahead
 		// find it.
@@ -349,7 +375,7 @@ func (r *reader) prefetch(key mincache.Key, itemLen int64) {
 		defer r.wg.Done()
 		defer func() { <-r.ra }()
 		select {
-		case <-r.flights.DoChan(keyString(key), func() (any, error) { return r.doFill(key, itemLen) }):
+		case <-r.flights.DoChan(keyString(key), func() (any, error) { return r.doFill(key, itemLen, true) }):
 		case <-r.life.Done():
 		}
 	}()

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stallfs/stallfs/backend"
+	"github.com/stallfs/stallfs/mincache"
 	"github.com/stallfs/stallfs/stats"
 )
 
@@ -319,5 +320,35 @@ func TestReadAfterCloseFails(t *testing.T) {
 	r.close()
 	if _, err := r.read(t.Context(), refOf(b, "f"), nil, make([]byte, 10), 0); toErrno(err) != syscall.EIO {
 		t.Fatalf("read after close: %v, want EIO", err)
+	}
+}
+
+func TestRecentItemsReadThroughAndBudget(t *testing.T) {
+	c := recentItems{max: 100}
+	k := func(i int64) mincache.Key { return mincache.Key{Path: "p", Chunk: i} }
+	c.add(k(1), make([]byte, 40))
+	c.add(k(2), make([]byte, 40))
+	c.add(k(3), make([]byte, 40)) // over budget: 1 goes
+	if c.has(k(1)) || !c.has(k(2)) || !c.has(k(3)) || c.used != 80 {
+		t.Fatalf("after 3 adds: has1 %v has2 %v has3 %v used %d", c.has(k(1)), c.has(k(2)), c.has(k(3)), c.used)
+	}
+	dst := make([]byte, 30)
+	if !c.copyOut(k(2), dst, 0) || !c.has(k(2)) {
+		t.Fatal("partly read item dropped")
+	}
+	c.consume(k(2), 10)
+	if c.has(k(2)) || c.used != 40 {
+		t.Fatalf("read-through item kept (used %d)", c.used)
+	}
+	c.add(k(4), make([]byte, 101)) // larger than the budget: not kept
+	if c.has(k(4)) {
+		t.Fatal("oversized item kept")
+	}
+	for i := range int64(1000) {
+		c.add(k(10+i), make([]byte, 1))
+		c.consume(k(10+i), 1)
+	}
+	if len(c.fifo) > 2*len(c.m)+65 {
+		t.Fatalf("fifo grew to %d for %d items", len(c.fifo), len(c.m))
 	}
 }

@@ -2,23 +2,31 @@ package fs
 
 import (
 	"log/slog"
+	"slices"
 	"sync"
 
 	"github.com/stallfs/stallfs/mincache"
 )
 
-// recentItems keeps the last fetched items that the cache did not take, up
-// to a byte budget, oldest dropped first. It lets the other parts of an
-// item (the kernel reads at most 1 MiB at a time) and readahead be served
-// without another backend read. It is a staging buffer, not a cache: it is
-// small and it evicts, which the MinIO cache never does.
+// recentItems keeps fetched items that the cache did not take until their
+// bytes have been read once, up to a byte budget (oldest dropped first). It
+// lets the other parts of an item (the kernel reads at most 1 MiB at a
+// time) and readahead be served without another backend read. It is a
+// staging buffer, not a cache: an item leaves once read through, so a later
+// epoch reads it from the backend again, as the MinIO accounting expects.
 type recentItems struct {
 	max int64 // immutable after newReader
 
 	mu   sync.Mutex
-	m    map[mincache.Key][]byte // guarded by mu
-	fifo []mincache.Key          // guarded by mu; insertion order
-	used int64                   // guarded by mu
+	m    map[mincache.Key]*staged // guarded by mu
+	fifo []mincache.Key           // guarded by mu; insertion order
+	used int64                    // guarded by mu
+}
+
+// staged is one held item. buf is never written after add.
+type staged struct {
+	buf  []byte
+	left int64 // guarded by recentItems.mu; bytes not yet read
 }
 
 func (c *recentItems) add(k mincache.Key, buf []byte) {
@@ -28,7 +36,7 @@ func (c *recentItems) add(k mincache.Key, buf []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil {
-		c.m = map[mincache.Key][]byte{}
+		c.m = map[mincache.Key]*staged{}
 	}
 	if _, ok := c.m[k]; ok {
 		return
@@ -36,10 +44,16 @@ func (c *recentItems) add(k mincache.Key, buf []byte) {
 	for c.used+int64(len(buf)) > c.max && len(c.fifo) > 0 {
 		old := c.fifo[0]
 		c.fifo = c.fifo[1:]
-		c.used -= int64(len(c.m[old]))
-		delete(c.m, old)
+		if st, ok := c.m[old]; ok {
+			c.used -= int64(len(st.buf))
+			delete(c.m, old)
+		}
 	}
-	c.m[k] = buf
+	c.m[k] = &staged{buf: buf, left: int64(len(buf))}
+	if len(c.fifo) > 2*len(c.m)+64 {
+		// Read-through items left their keys behind; drop those.
+		c.fifo = slices.DeleteFunc(c.fifo, func(k mincache.Key) bool { _, ok := c.m[k]; return !ok })
+	}
 	c.fifo = append(c.fifo, k)
 	c.used += int64(len(buf))
 }
@@ -48,13 +62,36 @@ func (c *recentItems) add(k mincache.Key, buf []byte) {
 // Buffers are never written after add, so the copy runs outside the lock.
 func (c *recentItems) copyOut(k mincache.Key, dest []byte, off int64) bool {
 	c.mu.Lock()
-	buf, ok := c.m[k]
+	st, ok := c.m[k]
+	if ok {
+		c.consumeLocked(k, st, len(dest))
+	}
 	c.mu.Unlock()
 	if !ok {
 		return false
 	}
-	copy(dest, buf[off:])
+	copy(dest, st.buf[off:])
 	return true
+}
+
+// consume counts n bytes of item k as read elsewhere (by the fill's own
+// waiters).
+func (c *recentItems) consume(k mincache.Key, n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st, ok := c.m[k]; ok {
+		c.consumeLocked(k, st, n)
+	}
+}
+
+// consumeLocked drops the item once all its bytes were read. The fifo
+// entry stays until it reaches the front; add skips it then.
+func (c *recentItems) consumeLocked(k mincache.Key, st *staged, n int) {
+	st.left -= int64(n)
+	if st.left <= 0 {
+		c.used -= int64(len(st.buf))
+		delete(c.m, k)
+	}
 }
 
 func (c *recentItems) has(k mincache.Key) bool {
