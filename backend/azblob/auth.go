@@ -175,5 +175,11 @@ func checkToken(ctx context.Context, tc azcore.TokenCredential) error {
 		return &Error{Op: "check", Status: statusOf(afe.RawResponse),
 			Err: fmt.Errorf("%w: Azure AD refused the credential", ErrAuth)}
 	}
-	return &Error{Op: "check", Err: fmt.Errorf("%w: no Azure AD token: %s", ErrAuth, sanitizeText(err))}
+	if isCredentialUnavailable(err) {
+		// azidentity's own explanation (no IMDS endpoint, no az login,
+		// no token file) names no secret and tells the user what to fix.
+		return &Error{Op: "check", Err: fmt.Errorf("%w: no Azure AD token: %s", ErrAuth, sanitizeText(err))}
+	}
+	// Another credential's message is unknown ground: leave it out.
+	return &Error{Op: "check", Err: fmt.Errorf("%w: the Azure AD credential returned no token", ErrAuth)}
 }

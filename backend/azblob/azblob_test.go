@@ -1,6 +1,8 @@
 package azblob_test
 
 import (
+	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -77,15 +79,15 @@ func TestConformanceBelowPrefix(t *testing.T) {
 	})
 }
 
-// proxy is a reverse proxy to Azurite whose hook sees every request first
-// and may answer it itself (a non-zero status) instead of forwarding it.
+// proxy is a reverse proxy to Azurite, with a middleware to inject faults.
 type proxy struct {
 	*httptest.Server
-	hook     func(r *http.Request) int
 	requests atomic.Int64
 }
 
-func newProxy(t *testing.T, srv *azuritetest.Server, hook func(r *http.Request) int) *proxy {
+// newProxy starts a proxy to srv; mw (nil: none) wraps the forwarding
+// handler.
+func newProxy(t *testing.T, srv *azuritetest.Server, mw func(next http.Handler) http.Handler) *proxy {
 	t.Helper()
 	target, err := url.Parse(srv.Endpoint)
 	if err != nil {
@@ -93,20 +95,33 @@ func newProxy(t *testing.T, srv *azuritetest.Server, hook func(r *http.Request) 
 	}
 	target.Path = ""
 	rp := httputil.NewSingleHostReverseProxy(target)
-	p := &proxy{hook: hook}
+	rp.ErrorLog = log.New(io.Discard, "", 0)
+	var h http.Handler = rp
+	if mw != nil {
+		h = mw(rp)
+	}
+	p := &proxy{}
 	p.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.requests.Add(1)
-		if p.hook != nil {
-			if status := p.hook(r); status != 0 {
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(p.Close)
+	return p
+}
+
+// answering is a middleware that lets hook answer a request with a status
+// of its own (non-zero) instead of forwarding it.
+func answering(hook func(r *http.Request) int) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if status := hook(r); status != 0 {
 				w.Header().Set("x-ms-error-code", "ServerBusy")
 				w.WriteHeader(status)
 				return
 			}
-		}
-		rp.ServeHTTP(w, r)
-	}))
-	t.Cleanup(p.Close)
-	return p
+			next.ServeHTTP(w, r)
+		})
+	}
 }
 
 // endpoint is the proxy's blob service URL.
