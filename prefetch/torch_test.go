@@ -151,7 +151,8 @@ func samplerRefs(t *testing.T, casesp *[]torchCase, outsp *[]any) refCheck {
 		dists = append(dists, dist{n, 0, 3, false, false, false}, dist{n, 0, 3, true, false, false})
 	}
 	const big = 1281167
-	dists = append(dists, dist{big, 0, 8, false, true, true}, dist{big, 5, 3, true, true, true})
+	// Sizes over a million cost seconds per order under -race: one of each.
+	dists = append(dists, dist{big, 5, 8, false, true, true})
 	rnds = append(rnds, rnd{big, 42, 0, false})
 	bigRanks := func(d dist) []int { return []int{0, d.world - 1} }
 
@@ -164,7 +165,7 @@ func samplerRefs(t *testing.T, casesp *[]torchCase, outsp *[]any) refCheck {
 			c["num_samples"] = r.numSamples
 		}
 		if r.n == big {
-			c["epochs"] = 2
+			c["epochs"] = 1
 		}
 		cases = append(cases, c)
 		outs = append(outs, &rres[i])
