@@ -80,7 +80,8 @@ func errorKind(err error) error {
 			return ErrBucketNotFound
 		case "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch",
 			"Forbidden", "InvalidSecurity", "ExpiredToken", "InvalidToken",
-			"AllAccessDisabled", "AccountProblem":
+			"AllAccessDisabled", "AccountProblem", "InvalidClientTokenId",
+			"XAdminUserNotFound": // versitygw's answer (a 404) to an unknown access key
 			return ErrAccessDenied
 		case "PreconditionFailed":
 			return backend.ErrStale

@@ -108,6 +108,10 @@ func (b *Backend) List(ctx context.Context, dir string) ([]backend.Entry, error)
 			if name == "" {
 				continue // the directory's own folder marker
 			}
+			if d, ok := strings.CutSuffix(name, "/"); ok && validPath(d) && !strings.Contains(d, "/") {
+				dirs[d] = true // a child's folder marker, where a store did not fold it into CommonPrefixes
+				continue
+			}
 			if !validPath(name) {
 				b.skip(key)
 				continue
@@ -261,11 +265,11 @@ func (w *walker) object(pfx string, o types.Object) error {
 	}
 	if !validPath(rel) {
 		w.b.skip(key)
-		return nil
+		// List shows the valid directories on the way to the key (as
+		// common prefixes), so Walk does too.
+		return w.leadingDirs(rel)
 	}
-	for len(w.files) > 0 && !strings.HasPrefix(rel, w.files[len(w.files)-1]) {
-		w.files = w.files[:len(w.files)-1]
-	}
+	w.popFiles(rel)
 	for _, f := range w.files {
 		if len(rel) > len(f) && rel[len(f)] == '/' || marker && rel == f {
 			w.b.skip(key) // below a name that is a file
@@ -296,4 +300,43 @@ func (w *walker) dir(rel string) error {
 	w.seen[rel] = true
 	name := rel[strings.LastIndexByte(rel, '/')+1:]
 	return w.fn(w.full(rel), dirEntry(name))
+}
+
+// leadingDirs reports the directories of rel's leading valid segments
+// (none when the first is invalid), unless a file shadows them.
+func (w *walker) leadingDirs(rel string) error {
+	end := 0
+	for i := 0; i < len(rel); i++ {
+		if rel[i] != '/' {
+			continue
+		}
+		if !validPath(rel[:i]) {
+			break
+		}
+		end = i
+	}
+	if end == 0 {
+		return nil
+	}
+	w.popFiles(rel)
+	for _, f := range w.files {
+		if len(f) < end && rel[len(f)] == '/' || f == rel[:end] {
+			return nil
+		}
+	}
+	for i := 0; i <= end; i++ {
+		if i == end || rel[i] == '/' {
+			if err := w.dir(rel[:i]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// popFiles drops the files that are not prefixes of rel.
+func (w *walker) popFiles(rel string) {
+	for len(w.files) > 0 && !strings.HasPrefix(rel, w.files[len(w.files)-1]) {
+		w.files = w.files[:len(w.files)-1]
+	}
 }
