@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // This file holds the prefetcher's state machine. Every method ends in
@@ -214,7 +215,7 @@ func (p *Prefetcher) completeLocked(r result) {
 
 // observeLocked follows one read.
 func (p *Prefetcher) observeLocked(path string) {
-	idx, ok := p.layout.Index(path)
+	idx, ok := p.layout.Index(strings.TrimPrefix(path, "/"))
 	if !ok {
 		p.statLocked(p.cur.epoch).Foreign++
 		return

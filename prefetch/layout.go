@@ -79,6 +79,14 @@ func (b *layoutBuilder) build() (*Layout, error) {
 // appears twice maps back to its first index.
 func NewLayout(paths []string) (*Layout, error) {
 	var b layoutBuilder
+	total := 0
+	for _, p := range paths {
+		total += len(p)
+	}
+	if total <= math.MaxUint32 {
+		b.buf.Grow(total)
+	}
+	b.ends = make([]uint32, 0, len(paths))
 	for _, p := range paths {
 		b.add(p)
 	}

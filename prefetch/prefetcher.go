@@ -165,7 +165,8 @@ func New(layout *Layout, order Order, w Warmer, opts Options) *Prefetcher {
 }
 
 // Observe tells the prefetcher that the reader opened path (relative to
-// the mount root). It never blocks: when the queue is full the
+// the mount root, as in the Layout; a leading slash is ignored). Call it
+// once per open. It never blocks: when the queue is full the
 // observation is dropped and counted.
 func (p *Prefetcher) Observe(path string) {
 	select {
