@@ -242,6 +242,7 @@ func (r *Recorder) closeEpochLocked(reason string, next int64) {
 		return
 	}
 	r.closed++
+	r.closedS += row.Seconds
 	r.rows = append(r.rows, row)
 	if len(r.rows) > maxEpochRows {
 		r.rows = append(r.rows[:0], r.rows[1:]...)

@@ -88,6 +88,7 @@ type Recorder struct {
 	closed   int        // closed epochs with reads, ever
 	base     counters   // totals when the current epoch started
 	maxClose int64      // largest blocked ns over closed epochs
+	closedS  float64    // seconds of every closed epoch, dropped rows included
 }
 
 // maxEpochRows bounds the epoch rows kept.

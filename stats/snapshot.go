@@ -152,6 +152,10 @@ func (r *Recorder) Snapshot(topFiles int) Snapshot {
 		open = &s.Epochs[len(s.Epochs)-1]
 	}
 	allMax := max(r.maxClose, curMax)
+	seconds := r.closedS
+	if open != nil {
+		seconds += open.Seconds
+	}
 	r.mu.Unlock()
 
 	s.Totals = Totals{
@@ -161,10 +165,8 @@ func (r *Recorder) Snapshot(topFiles int) Snapshot {
 		BytesBySource:     bySource(tot.bytes),
 		FetchStallSeconds: secs(tot.stallNs),
 		StallWallSeconds:  secs(tot.busyNs),
+		Seconds:           seconds,
 		LatencyMaxSeconds: secs(allMax),
-	}
-	for _, e := range s.Epochs {
-		s.Totals.Seconds += e.Seconds
 	}
 	s.Totals.HitRate = ratio(float64(tot.cachedBytes()), float64(s.Totals.Bytes))
 	s.Totals.LatencyP50Seconds = tot.quantile(0.50, s.Totals.LatencyMaxSeconds)
