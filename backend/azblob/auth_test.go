@@ -67,7 +67,9 @@ func TestCredentials(t *testing.T) {
 		{"wrong key", func(t *testing.T, o *azblob.Options) { o.Credential.AccountKey = wrongKey }, azblob.ErrAuth},
 		{"key not base64", func(t *testing.T, o *azblob.Options) { o.Credential.AccountKey = "not*base64" }, azblob.ErrAuth},
 		{"SAS without list", func(t *testing.T, o *azblob.Options) { o.Credential.SAS = readOnly }, azblob.ErrAuth},
-		{"SAS tampered", func(t *testing.T, o *azblob.Options) { o.Credential.SAS = strings.Replace(listRead, "sig=", "sig=AA", 1) }, azblob.ErrAuth},
+		{"SAS tampered", func(t *testing.T, o *azblob.Options) {
+			o.Credential.SAS = strings.Replace(listRead, "sig=", "sig=AA", 1)
+		}, azblob.ErrAuth},
 		{"anonymous on a private container", func(t *testing.T, o *azblob.Options) {}, azblob.ErrAuth},
 		{"missing container", func(t *testing.T, o *azblob.Options) {
 			o.Credential.AccountKey, o.Container = azuritetest.Key, "nosuchcontainer"

@@ -74,7 +74,7 @@ func isFolderBlob(name string, size int64, md map[string]*string) bool {
 // validName reports whether rel (a name relative to the listed
 // directory, possibly with slashes) can be served as a path.
 func validName(rel string) bool {
-	return rel != "" && iofs.ValidPath(rel) && !strings.ContainsRune(rel, 0)
+	return rel != "" && rel != "." && iofs.ValidPath(rel) && !strings.ContainsRune(rel, 0)
 }
 
 func (b *Backend) fileEntry(name string, size int64, mtime *time.Time, etag *azcore.ETag) backend.Entry {

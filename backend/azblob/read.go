@@ -7,6 +7,7 @@ import (
 	"io"
 	iofs "io/fs"
 	"net/http"
+	"strings"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
@@ -37,6 +38,7 @@ func (b *Backend) ReadAt(ctx context.Context, path, version string, p []byte, of
 	if len(p) == 0 {
 		return 0, nil
 	}
+	version = strings.Trim(version, `"`) // a quoted ETag is the same version
 	bs := int(b.opts.BlockSize)
 	if len(p) <= bs || version == "" {
 		n, err := b.fetch(ctx, path, version, p, off)

@@ -79,12 +79,14 @@ func (w *walker) blob(rel string, it *container.BlobItem) error {
 			return nil
 		}
 	}
-	if !validName(rel) {
-		w.b.counters.skipped.Add(1)
-		return nil
-	}
 	if err := w.flush(rel); err != nil {
 		return err
+	}
+	if !validName(rel) {
+		w.b.counters.skipped.Add(1)
+		// Its valid leading directories exist all the same, as List
+		// shows them: "x" of "x//y".
+		return w.parents(validDirs(rel))
 	}
 	if err := w.parents(rel); err != nil {
 		return err
@@ -140,6 +142,22 @@ func (w *walker) directory(rel string) error {
 	}
 	w.seen[rel] = true
 	return w.fn(w.path(rel), w.b.dirEntry(baseName(rel)))
+}
+
+// validDirs is the longest run of valid leading segments of rel, each
+// followed by its slash ("x/" of "x//y", "" of "./z").
+func validDirs(rel string) string {
+	end := 0
+	for i := 0; i < len(rel); i++ {
+		if rel[i] != '/' {
+			continue
+		}
+		if !validName(rel[:i]) {
+			break
+		}
+		end = i + 1
+	}
+	return rel[:end]
 }
 
 func (w *walker) path(rel string) string {
