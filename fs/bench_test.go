@@ -2,8 +2,13 @@ package fs
 
 import (
 	"context"
+	"fmt"
+	iofs "io/fs"
+	"runtime"
 	"testing"
+	"time"
 
+	"github.com/stallfs/stallfs/backend"
 	"github.com/stallfs/stallfs/mincache"
 )
 
@@ -91,4 +96,47 @@ func testReaderB(b *testing.B, be nullBackend, o readerOptions) *reader {
 	r := newReader(ctx, be, o)
 	b.Cleanup(func() { cancel(); r.close() })
 	return r
+}
+
+// BenchmarkBuildTreeImageNet lays out an ImageNet-1k-shaped listing (1000
+// class directories of 1281 files) and reports the tree's retained heap
+// per file.
+func BenchmarkBuildTreeImageNet(b *testing.B) {
+	const classes, per = 1000, 1281
+	mk := func() map[string][]backend.Entry {
+		listing := map[string][]backend.Entry{"": nil}
+		mt := time.Unix(1700000000, 123)
+		for c := range classes {
+			dir := fmt.Sprintf("n%08d", 1440764+c*37)
+			listing[""] = append(listing[""], backend.Entry{Name: dir, Mode: iofs.ModeDir | 0o755, ModTime: mt})
+			es := make([]backend.Entry, per)
+			for i := range es {
+				size := int64(110_000 + i)
+				es[i] = backend.Entry{Name: fmt.Sprintf("%s_%d.JPEG", dir, 10000+i), Mode: 0o644, Size: size, ModTime: mt,
+					Version: fmt.Sprintf("%x-%x", size, mt.UnixNano())}
+			}
+			listing[dir] = es
+		}
+		return listing
+	}
+	var ms runtime.MemStats
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		base := ms.HeapAlloc
+		listing := mk()
+		b.StartTimer()
+		tr, err := buildTree(backend.Entry{Mode: iofs.ModeDir}, listing)
+		b.StopTimer()
+		if err != nil {
+			b.Fatal(err)
+		}
+		listing = nil
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		b.ReportMetric(float64(ms.HeapAlloc-base)/(classes*per), "heapB/file")
+		runtime.KeepAlive(tr)
+		runtime.KeepAlive(listing)
+	}
 }

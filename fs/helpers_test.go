@@ -10,6 +10,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -316,3 +317,5 @@ var errBoom = errors.New("boom")
 func fmtInt(n int64) string { return fmt.Sprint(n) }
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+func runtimeGOMAXPROCS() int { return runtime.GOMAXPROCS(0) }

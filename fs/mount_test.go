@@ -508,3 +508,51 @@ func TestMountUnmountWithOpenFiles(t *testing.T) {
 		t.Errorf("second Unmount: %v", err)
 	}
 }
+
+// A read blocked on a backend that never answers does not hold up
+// Unmount: the fill is cancelled and the reader gets an error.
+func TestMountUnmountCancelsBlockedFill(t *testing.T) {
+	b := newFakeBackend(map[string]int64{"d/f": 5000})
+	b.gate = make(chan struct{}) // never opened
+	b.entered = make(chan string, 1)
+	mnt := filepath.Join(t.TempDir(), "mnt")
+	os.Mkdir(mnt, 0o755)
+	m, err := New(t.Context(), mnt, b, Options{ControlSocket: filepath.Join(t.TempDir(), "c.sock")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(filepath.Join(mnt, "d", "f"))
+	if err != nil {
+		m.Unmount()
+		t.Fatal(err)
+	}
+	readErr := make(chan error, 1)
+	go func() {
+		_, err := f.Read(make([]byte, 100))
+		readErr <- err
+	}()
+	select {
+	case <-b.entered:
+	case <-time.After(20 * time.Second):
+		t.Fatal("read never reached the backend")
+	}
+	unmounted := make(chan error, 1)
+	go func() { unmounted <- m.Unmount() }()
+	select {
+	case err := <-unmounted:
+		if err != nil {
+			t.Fatalf("unmount: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Unmount hung on a blocked fill")
+	}
+	select {
+	case err := <-readErr:
+		if err == nil {
+			t.Fatal("blocked read succeeded after unmount")
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("blocked read did not return after unmount")
+	}
+	f.Close()
+}
