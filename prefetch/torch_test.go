@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"testing/synctest"
+	"time"
 )
 
 // These tests compare against the real PyTorch and torchvision, run by
@@ -107,6 +109,7 @@ func TestMatchesPyTorch(t *testing.T) {
 		"samplers":    samplerRefs,
 		"global":      globalRefs,
 		"imagefolder": imageFolderRefs,
+		"dataloader":  loaderReadRefs,
 	} {
 		checks[name] = build(t, &cases, &outs)
 	}
@@ -359,5 +362,63 @@ func imageFolderRefs(t *testing.T, casesp *[]torchCase, outsp *[]any) refCheck {
 			}
 		}
 		t.Logf("%d samples equal to torchvision's", len(got))
+	}
+}
+
+// loaderReadRefs records the order in which a real DataLoader's workers
+// open the files of an ImageFolder under a DistributedSampler, and feeds
+// it to a Prefetcher: every read must match the prediction.
+func loaderReadRefs(t *testing.T, casesp *[]torchCase, outsp *[]any) refCheck {
+	data := filepath.Join(t.TempDir(), "data")
+	for i := range 203 {
+		p := filepath.Join(data, fmt.Sprintf("class%d", i%5), fmt.Sprintf("img%03d.jpg", i))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const world, rank, seed, epochs, workers, batch, pf = 2, 1, 3, 3, 4, 4, 2
+	reads := new([][]string)
+	*casesp = append(*casesp, torchCase{"kind": "loader_reads", "root": data, "world": world, "rank": rank, "seed": seed,
+		"epochs": epochs, "workers": workers, "batch": batch, "prefetch_factor": pf, "drop_last": true})
+	*outsp = append(*outsp, reads)
+	return func(t *testing.T, v TorchVersion) {
+		l, err := ImageFolder(os.DirFS(data), ImageFolderOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, err := NewTorchDistributed(l.Len(), DistributedOptions{Seed: seed, WorldSize: world, Rank: rank, Version: v})
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Test(t, func(t *testing.T) {
+			f := newFakeStore(time.Millisecond)
+			p := New(l, o, f, Options{Ahead: 16, Concurrency: 4, Window: pf * workers * batch, CheckReads: 32})
+			startPrefetcher(t, p)
+			displaced := 0
+			for e, paths := range *reads {
+				want, _ := o.Epoch(e)
+				for i, s := range paths {
+					if j, _ := l.Index(s); j != want[i] {
+						displaced++
+					}
+					p.Observe(s)
+					synctest.Wait()
+				}
+			}
+			s := p.Stats()
+			if s.Disabled || s.Epoch != epochs-1 {
+				t.Fatalf("after %d epochs of DataLoader reads: %+v", epochs, s)
+			}
+			for _, st := range s.Epochs[:epochs] {
+				// drop_last: 102 items per rank, 25 batches of 4 read.
+				if st.Observed != 100 || st.Matched != st.Observed {
+					t.Errorf("epoch %d: observed %d, matched %d; want 100 matched", st.Epoch, st.Observed, st.Matched)
+				}
+			}
+			t.Logf("%d of %d reads out of sampler order (worker reordering), all matched", displaced, 3*100)
+		})
 	}
 }

@@ -20,6 +20,11 @@ Case kinds:
       Result: {"state": hex of state, "epochs": [[indices read]...]}.
   {"kind": "imagefolder", "root"}
       torchvision.datasets.ImageFolder(root).samples paths relative to root.
+  {"kind": "loader_reads", "root", "world", "rank", "seed", "epochs", "workers",
+   "batch", "prefetch_factor", "drop_last"}
+      DistributedSampler(ImageFolder(root)) in a DataLoader with workers;
+      returns, per epoch, the paths (relative to root) in the order the
+      workers' loader opened them (by time stamp across processes).
   {"kind": "version"}
       torch and torchvision versions.
 """
@@ -96,6 +101,33 @@ def run(case):
                 got.extend(int(x) for x in b)
             epochs.append(got)
         return {"state": bytes(state.numpy().tobytes()).hex(), "epochs": epochs}
+    if kind == "loader_reads":
+        import tempfile
+        import time
+        import torchvision
+        root = case["root"]
+        log = tempfile.NamedTemporaryFile(prefix="reads", delete=False).name
+
+        def load(p):
+            with open(log, "a") as f:
+                f.write("%d %s\n" % (time.monotonic_ns(), os.path.relpath(p, root)))
+            return 0
+
+        ds = torchvision.datasets.ImageFolder(root, loader=load)
+        s = tud.DistributedSampler(ds, num_replicas=case["world"], rank=case["rank"], seed=case["seed"])
+        loader = tud.DataLoader(ds, batch_size=case["batch"], sampler=s, num_workers=case["workers"],
+                                prefetch_factor=case["prefetch_factor"], drop_last=case["drop_last"])
+        epochs = []
+        for e in range(case["epochs"]):
+            open(log, "w").close()
+            s.set_epoch(e)
+            for _ in loader:
+                pass
+            with open(log) as f:
+                rows = sorted((int(t), p) for t, p in (line.rstrip("\n").split(" ", 1) for line in f))
+            epochs.append([p for _, p in rows])
+        os.unlink(log)
+        return epochs
     if kind == "imagefolder":
         import torchvision
         root = case["root"]
