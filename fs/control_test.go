@@ -168,6 +168,13 @@ func TestCheckMountpoint(t *testing.T) {
 	if ok, err := IsMountpoint(dir); ok || err != nil {
 		t.Errorf("IsMountpoint(plain) = %v, %v", ok, err)
 	}
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(mnt, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckMountpoint(link); !errors.Is(err, ErrAlreadyMounted) {
+		t.Errorf("symlink to a mountpoint: %v, want ErrAlreadyMounted", err)
+	}
 }
 
 // TestStaleMountRecovery makes the mount a killed daemon leaves: a FUSE

@@ -422,11 +422,12 @@ func TestMountErrnos(t *testing.T) {
 	found := false
 	for _, line := range strings.Split(string(info), "\n") {
 		if strings.Contains(line, " "+mnt+" ") {
-			found = strings.Contains(line, "fuse.stallfs") && strings.Contains(line, " ro")
+			found = strings.Contains(line, "fuse.stallfs") && strings.Contains(line, " ro") &&
+				strings.Contains(line, "max_read=1048576")
 		}
 	}
 	if !found {
-		t.Errorf("mount of %s not read-only fuse.stallfs in mountinfo", mnt)
+		t.Errorf("mount of %s not read-only fuse.stallfs with 1 MiB reads in mountinfo:\n%s", mnt, info)
 	}
 }
 

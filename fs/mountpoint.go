@@ -80,12 +80,16 @@ func IsMountpoint(path string) (bool, error) {
 	return false, nil
 }
 
-// canonical returns path made absolute with its parent's symlinks resolved;
-// the last element is not resolved, so it works on a stale mountpoint.
+// canonical returns path made absolute with its symlinks resolved. On a
+// stale mountpoint, where the last element cannot be resolved, only its
+// parent is.
 func canonical(path string) (string, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", path, err)
+	}
+	if r, err := filepath.EvalSymlinks(abs); err == nil {
+		return r, nil
 	}
 	dir, base := filepath.Split(abs)
 	if d, err := filepath.EvalSymlinks(dir); err == nil {
