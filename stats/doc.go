@@ -63,9 +63,11 @@
 //
 // # Rates
 //
-// The what-if's backend rate S is the bytes of blocked backend reads over
-// the union of their wait intervals (wall time with concurrency: 16
-// concurrent 1 s fetches of 1 MiB are 16 MiB/s, not 1 MiB/s). The cache
+// The what-if's backend rate S is the bytes served from the backend over
+// the union of the intervals in which readers waited for it (wall time with
+// concurrency: 16 concurrent 1 s fetches of 1 MiB are 16 MiB/s, not 1
+// MiB/s; the later parts of a 4 MiB item fetched for its first part count
+// as bytes without adding wait). The cache
 // rate C is the bytes served from memory, disk and peers over the wall time
 // in which no reader waited; when the consumer is slower than the cache it
 // is a lower bound. The consumer rate R is the last complete epoch's bytes

@@ -67,12 +67,16 @@ type Recorder struct {
 	passFiles  int64  // files a full pass reads (the non-empty ones)
 	warmBytes  int64  // cache fill at New: the optimum of the first epoch
 
-	// hot path state, atomics
+	// hot path state, atomics; every read loads these, and they change
+	// only at epoch boundaries, so they sit on lines of their own
+	_          [64]byte
 	epochSeq   atomic.Uint64 // internal epoch sequence, starts at 1; tags derive from it
 	epochNum   atomic.Int64  // displayed number of the current epoch
 	epochStart atomic.Int64  // unix ns of the current epoch's first read; 0: none yet
-	groupsDone atomic.Uint64 // tag<<32 | groups whose files were all read this epoch
 	explicit   atomic.Bool   // SetEpoch was called: no automatic boundaries
+	_          [64]byte
+
+	groupsDone atomic.Uint64 // tag<<32 | groups whose files were all read this epoch
 	requests   atomic.Uint64
 	errors     atomic.Uint64
 	retries    atomic.Uint64

@@ -188,7 +188,10 @@ func (r *Recorder) Snapshot(topFiles int) Snapshot {
 // whatIfInput derives the what-if's measured rates from the totals.
 func (r *Recorder) whatIfInput(s Snapshot, tot counters, open *EpochRow) WhatIfInput {
 	in := WhatIfInput{DatasetBytes: r.opts.DatasetBytes, CacheBytes: r.opts.CacheBytes}
-	in.BackendRate = ratio(float64(tot.backendBusyBytes), secs(tot.backendBusyNs))
+	// Every backend byte counts, also the parts of a fetched item served
+	// later without a wait (staged parts, readahead): S is the rate at which
+	// the backend delivered per second that readers waited for it.
+	in.BackendRate = ratio(float64(tot.bytes[Backend]), secs(tot.backendBusyNs))
 	if free := s.Totals.Seconds - s.Totals.StallWallSeconds; free > 0 {
 		in.CacheRate = ratio(float64(tot.cachedBytes()), free)
 	}

@@ -13,9 +13,10 @@ type WhatIfInput struct {
 	// consumer, not the cache, set the pace). 0: not measured; the cache
 	// term then counts as free.
 	CacheRate float64 `json:"cache_rate"`
-	// BackendRate is S, bytes/s of backend fills: bytes of reads that waited
-	// for the backend over the wall time some reader waited for it (the
-	// union of the waits, so concurrent fetches count once). 0: not measured.
+	// BackendRate is S, bytes/s of backend fills: bytes served from the
+	// backend over the wall time some reader waited for it (the union of
+	// the waits, so concurrent fetches count once; parts of a fetched item
+	// served later without a wait count as bytes). 0: not measured.
 	BackendRate float64 `json:"backend_rate"`
 	// ConsumerRate is R, bytes/s the reader consumes when it does not wait:
 	// the last complete epoch's bytes over its wall time minus the time some
