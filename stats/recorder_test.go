@@ -7,6 +7,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // read is one synthetic read.
@@ -212,8 +214,26 @@ func TestStallTiming(t *testing.T) {
 // -race) and checks that nothing is lost.
 func TestConcurrentReads(t *testing.T) {
 	const files, workers, per = 1000, 16, 2000
-	r := New(Options{Files: files, DatasetBytes: files * 10})
+	reg := prometheus.NewRegistry()
+	r := New(Options{Registry: reg, Files: files, DatasetBytes: files * 10})
 	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	scraped := make(chan int)
+	go func() { // scrape while reading
+		n := 0
+		for {
+			select {
+			case <-stop:
+				scraped <- n
+				return
+			default:
+			}
+			if _, err := reg.Gather(); err != nil {
+				t.Error(err)
+			}
+			n++
+		}
+	}()
 	for w := range workers {
 		wg.Go(func() {
 			for i := range per {
@@ -231,7 +251,26 @@ func TestConcurrentReads(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	close(stop)
+	if n := <-scraped; n == 0 {
+		t.Error("no scrape ran concurrently")
+	}
 	s := r.Snapshot(files)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var scrapedBytes float64
+	for _, mf := range mfs {
+		if mf.GetName() == "stallfs_read_bytes_total" {
+			for _, m := range mf.GetMetric() {
+				scrapedBytes += m.GetCounter().GetValue()
+			}
+		}
+	}
+	if int64(scrapedBytes) != s.Totals.Bytes {
+		t.Fatalf("scraped %v bytes, snapshot %d", scrapedBytes, s.Totals.Bytes)
+	}
 	if s.Totals.Reads != workers*per || s.Totals.Bytes != workers*per*10 {
 		t.Fatalf("reads %d bytes %d, want %d %d", s.Totals.Reads, s.Totals.Bytes, workers*per, workers*per*10)
 	}

@@ -139,6 +139,9 @@ func statsRun(ctx context.Context, w io.Writer, socketPath func(string) (string,
 	for {
 		s, err := statsFetch(ctx, client, o)
 		if err != nil {
+			if o.watch > 0 && ctx.Err() != nil {
+				return nil // watching ends when the context does
+			}
 			return err
 		}
 		if o.watch > 0 && !o.json {
