@@ -45,10 +45,7 @@ step() { printf '\n== %s\n' "$*"; }
 go build -o "$work/epoch-reader" ./scripts/epoch-reader
 
 step "generating a ~$bytes ImageNet-like dataset (seed $seed) in $data"
-start=$(date +%s.%N)
 go run ./scripts/gen-dataset -out "$data" -bytes "$bytes" -seed "$seed" -manifest "$work/manifest.tsv"
-printf '%d files, %s, in %.1f s\n' "$(wc -l <"$work/manifest.tsv")" "$(du -sh "$data" | cut -f1)" \
-	"$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN{print b-a}')"
 
 step "stallfs mount --daemon $data $mnt"
 "$bin" mount --daemon --log-file "$work/stallfs.log" "$data" "$mnt"
