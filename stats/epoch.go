@@ -53,9 +53,11 @@ func (r *Recorder) enterEpoch(e *fileEntry, g *group, n int64, size int64) epoch
 		var seq, oldBytes, newBytes uint64
 		var first, early bool
 		for {
+			// The word first, then the epoch: a word tagged by a newer epoch
+			// is then never mistaken for a stale one and reset.
+			old := e.state.Load()
 			seq = r.epochSeq.Load()
 			tag := tagOf(seq)
-			old := e.state.Load()
 			first = old>>tagShift != tag
 			if first {
 				oldBytes = 0
@@ -109,10 +111,10 @@ func (r *Recorder) groupTouch(g *group, seq uint64, touched, completed bool) {
 	tag := tagOf(seq)
 	var done uint64
 	for {
+		old := g.touch.Load() // before the epoch check, as in enterEpoch
 		if r.epochSeq.Load() != seq {
 			return // the epoch ended meanwhile; the file counts again when read next
 		}
-		old := g.touch.Load()
 		t, d := old>>24&low24, old&low24
 		if old>>tagShift != tag {
 			t, d = 0, 0
@@ -133,10 +135,10 @@ func (r *Recorder) groupTouch(g *group, seq uint64, touched, completed bool) {
 	}
 	// This group is complete; count it, and close the epoch with the last.
 	for {
+		old := r.groupsDone.Load()
 		if r.epochSeq.Load() != seq {
 			return
 		}
-		old := r.groupsDone.Load()
 		c := old & (1<<32 - 1)
 		if old>>32 != tag {
 			c = 0
