@@ -277,7 +277,10 @@ func (m *Mount) Unmount() error {
 		if err := m.server.Unmount(); err != nil {
 			m.log.Debug("unmount busy, detaching lazily", "err", err)
 			if err := ForceUnmount(m.mountpoint); err != nil {
-				m.unmountErr = fmt.Errorf("unmount %s: %w", m.mountpoint, err)
+				// Unmounted from outside (umount, fusermount -u) is fine.
+				if mounted, merr := IsMountpoint(m.mountpoint); merr != nil || mounted {
+					m.unmountErr = fmt.Errorf("unmount %s: %w", m.mountpoint, err)
+				}
 			}
 		}
 		m.cancel()

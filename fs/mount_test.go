@@ -166,6 +166,7 @@ func walkRecs(t *testing.T, root string, mountView bool) []walkRec {
 }
 
 func TestMountTreeEqualsSource(t *testing.T) {
+	t.Parallel()
 	src := makeOddTree(t)
 	m, mnt := mountDir(t, src, Options{})
 	want, got := walkRecs(t, src, false), walkRecs(t, mnt, true)
@@ -289,6 +290,7 @@ func makeDataset(t *testing.T, src string) map[string]int64 {
 }
 
 func TestMountConcurrentReaders(t *testing.T) {
+	t.Parallel()
 	src := t.TempDir()
 	files := makeDataset(t, src)
 	_, mnt := mountDir(t, src, Options{ChunkSize: 1 << 20})
@@ -313,8 +315,16 @@ func TestMountConcurrentReaders(t *testing.T) {
 	for r := range 16 {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(r), 1))
+			// Each reader takes a random third of the files plus the
+			// multi-chunk ones, so readers overlap on every file.
 			order := slices.Clone(paths)
 			rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+			order = order[:len(order)/3]
+			for p, w := range want {
+				if len(w) > 1<<20 && !slices.Contains(order, p) {
+					order = append(order, p)
+				}
+			}
 			for _, p := range order {
 				b, err := os.ReadFile(filepath.Join(mnt, p))
 				if err != nil {
@@ -556,4 +566,24 @@ func TestMountUnmountCancelsBlockedFill(t *testing.T) {
 		t.Fatal("blocked read did not return after unmount")
 	}
 	f.Close()
+}
+
+// A mount unmounted from outside (umount) still Unmounts without error.
+func TestMountUnmountedFromOutside(t *testing.T) {
+	src := t.TempDir()
+	writePat(t, filepath.Join(src, "f"), 1, 10)
+	mnt := filepath.Join(t.TempDir(), "mnt")
+	os.Mkdir(mnt, 0o755)
+	m, err := New(t.Context(), mnt, dirBackend{root: src}, Options{ControlSocket: filepath.Join(t.TempDir(), "c.sock")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Unmount(mnt, 0); err != nil {
+		m.Unmount()
+		t.Fatal(err)
+	}
+	m.Wait()
+	if err := m.Unmount(); err != nil {
+		t.Errorf("Unmount after an outside umount: %v", err)
+	}
 }

@@ -36,6 +36,7 @@ func (c *countingBackend) ReadAt(ctx context.Context, p, v string, buf []byte, o
 // mount whose memory tier holds about half of it: epoch 2 reads from the
 // backend exactly the bytes that were not admitted.
 func TestMountMinIOEpochs(t *testing.T) {
+	t.Parallel()
 	src := t.TempDir()
 	files := makeDataset(t, src)
 	var dataset int64
