@@ -7,11 +7,11 @@ import (
 )
 
 // Epoch detection. Each file carries the tag of the epoch it was last read
-// in and its bytes read in that epoch; each group of files counts, under the same
-// tag, its files touched and its files fully read; groups are few (one
-// per 1024 files, at most 64) so that a group's share estimates the
-// dataset's. No per-epoch reset walks
-// the table: a stale tag reads as "not yet read in this epoch".
+// in and its bytes read in that epoch; each group of files counts, under
+// the same tag, its files touched and its files fully read. Groups are few
+// (one per 1024 files, at most 64) so that a group's share estimates the
+// dataset's. No boundary walks the table: a stale tag reads as "not yet
+// read in this epoch".
 //
 // An epoch ends by itself when every file was fully read in it (each group
 // reaches its file count; the last group to do so closes the epoch), or at

@@ -107,6 +107,7 @@ type busyState struct {
 	backendUntil int64
 	backendNs    int64 // union of blocked backend reads
 	backendBytes int64 // bytes of blocked backend reads
+	backendReads int64 // blocked backend reads: misses the reader waited for
 }
 
 // New returns a Recorder, registering its metrics in opts.Registry.
@@ -262,6 +263,7 @@ func (r *Recorder) addBusy(src Source, n, blocked int64) {
 	if src == Backend {
 		b.backendNs += union(&b.backendUntil, now, blocked)
 		b.backendBytes += n
+		b.backendReads++
 	}
 }
 

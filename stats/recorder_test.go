@@ -135,7 +135,11 @@ func TestBackendAndPrefetchCounters(t *testing.T) {
 	r.PrefetchHit(0, 60)
 	r.Read(0, Memory, 60, 0)
 	r.Read(1, Backend, 40, time.Millisecond)
+	r.Read(1, Backend, 40, 0) // a later part of the fetched item: no wait
 	s := r.Snapshot(0)
+	if got := s.WhatIf.Inputs.BackendRate; !near(got, 80/0.001) {
+		t.Fatalf("backend rate = %v, want 80 bytes over the 1 ms waited", got)
+	}
 	if s.Backend != (BackendStats{Requests: 3, Errors: 1, Retries: 1}) {
 		t.Fatalf("backend = %+v", s.Backend)
 	}

@@ -82,6 +82,7 @@ type counters struct {
 	busyNs           int64
 	backendBusyNs    int64
 	backendBusyBytes int64
+	backendBusyReads int64
 }
 
 // sum adds up the shards and reads the busy unions.
@@ -111,6 +112,7 @@ func (r *Recorder) sum() counters {
 	c.busyNs = r.busy.allNs
 	c.backendBusyNs = r.busy.backendNs
 	c.backendBusyBytes = r.busy.backendBytes
+	c.backendBusyReads = r.busy.backendReads
 	r.busyMu.Unlock()
 	return c
 }
@@ -153,6 +155,7 @@ func (c counters) minus(b counters) counters {
 	c.busyNs -= b.busyNs
 	c.backendBusyNs -= b.backendBusyNs
 	c.backendBusyBytes -= b.backendBusyBytes
+	c.backendBusyReads -= b.backendBusyReads
 	return c
 }
 

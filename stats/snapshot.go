@@ -176,7 +176,7 @@ func (r *Recorder) Snapshot(topFiles int) Snapshot {
 		FetchedBytes:    tot.prefetchBytes,
 		HiddenMisses:    tot.prefetchHits,
 		HiddenBytes:     tot.prefetchHitBytes,
-		NotHiddenMisses: tot.reads[Backend],
+		NotHiddenMisses: tot.backendBusyReads,
 	}
 	s.WhatIf = WhatIf(r.whatIfInput(s, tot, open))
 	if topFiles > 0 {
