@@ -1,6 +1,7 @@
 package s3
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	iofs "io/fs"
@@ -130,6 +131,32 @@ func translate(op, path string, err error) error {
 		err = fmt.Errorf("%w (%w): %w", ErrAccessDenied, iofs.ErrPermission, err)
 	case kind != nil && !errors.Is(err, kind):
 		err = fmt.Errorf("%w: %w", kind, err)
+	case kind == nil:
+		err = opaque(err)
 	}
 	return &iofs.PathError{Op: op, Path: path, Err: err}
+}
+
+// opaqueError is a transport failure that outlived the retries (a refused
+// or reset connection, a timeout). It keeps the message but hides the
+// chain below it (net.OpError, syscall.Errno such as ECONNREFUSED), so
+// that nothing above the backend mistakes it for a file system errno; it
+// still matches a context error that caused it.
+type opaqueError struct {
+	msg string
+	ctx error
+}
+
+func (e *opaqueError) Error() string { return e.msg }
+func (e *opaqueError) Unwrap() error { return e.ctx }
+
+func opaque(err error) error {
+	o := &opaqueError{msg: err.Error()}
+	switch {
+	case errors.Is(err, context.Canceled):
+		o.ctx = context.Canceled
+	case errors.Is(err, context.DeadlineExceeded):
+		o.ctx = context.DeadlineExceeded
+	}
+	return o
 }

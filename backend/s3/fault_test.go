@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -200,6 +201,9 @@ func TestServerKilledMidRead(t *testing.T) {
 	}
 	if n >= size {
 		t.Errorf("ReadAt returned n = %d with error %v", n, err)
+	}
+	if errno := syscall.Errno(0); errors.As(err, &errno) {
+		t.Errorf("error %v carries errno %v; the fs layer would return it instead of EIO", err, errno)
 	}
 	if took > 10*time.Second {
 		t.Errorf("ReadAt took %v to fail; want bounded retries", took)

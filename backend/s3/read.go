@@ -96,7 +96,7 @@ func (b *Backend) readRange(ctx context.Context, path, version string, p []byte,
 		}
 		if ctx.Err() != nil || attempt >= b.maxAttempts {
 			return done, &iofs.PathError{Op: "read", Path: path,
-				Err: fmt.Errorf("at %d after %d attempts: %w", off+int64(done), attempt, err)}
+				Err: fmt.Errorf("at %d after %d attempts: %w", off+int64(done), attempt, opaque(err))}
 		}
 		delay, derr := b.retryer.RetryDelay(attempt, be.err)
 		if derr != nil {
