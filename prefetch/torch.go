@@ -59,8 +59,22 @@ func samplerPass(g *MT19937, n int, o SamplerOptions) []int {
 		RandpermInto(perm, g, o.Version)
 		out = append(out, perm...)
 	}
-	RandpermInto(perm, g, o.Version)
-	return append(out, perm[:ns%n]...)
+	k := ns % n
+	if o.Version == TorchCurrent && n >= randpermSwitch {
+		RandpermInto(perm, g, o.Version)
+		return append(out, perm[:k]...)
+	}
+	// The swap shuffle fixes position i at step i: the first k positions
+	// need k steps; the rest of the draws only advance the generator.
+	for i := range perm {
+		perm[i] = i
+	}
+	for i := 0; i < min(k, n-1); i++ {
+		z := int(int64(g.Uint32()) % int64(n-i))
+		perm[i], perm[i+z] = perm[i+z], perm[i]
+	}
+	g.Skip(max(n-1-k, 0))
+	return append(out, perm[:k]...)
 }
 
 // epochMemo keeps the two most recently computed epochs (the prefetcher
