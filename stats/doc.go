@@ -14,7 +14,8 @@
 //     chosen by a hash of the file ID; Snapshot, the Prometheus collector
 //     and the epoch rows all sum the same shards, so JSON and metrics agree
 //     and the hot path counts each event once.
-//   - Read never allocates and takes no lock for reads that did not block:
+//   - Read allocates nothing (except the row of an epoch it closes) and
+//     takes no lock for reads that did not block:
 //     about six atomic operations on three cache lines (its shard, its file
 //     entry, its file's epoch group). Reads that blocked (misses, which take
 //     milliseconds) also take busyMu to extend the union of wait intervals.
