@@ -337,7 +337,9 @@ func (p *Prefetcher) Stats() Stats {
 		s.RepeatsEpoch = &f
 	}
 	for _, st := range p.stats {
-		s.Epochs = append(s.Epochs, *st)
+		c := *st
+		c.rates()
+		s.Epochs = append(s.Epochs, c)
 	}
 	slices.SortFunc(s.Epochs, func(a, b EpochStats) int { return a.Epoch - b.Epoch })
 	return s

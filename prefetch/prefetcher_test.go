@@ -309,7 +309,7 @@ func TestPrefetchWrongSeedStops(t *testing.T) {
 			t.Errorf("%d Warm calls after prefetching stopped", after-before)
 		}
 		s := p.Stats()
-		if s.DisabledReason == "" || s.Epochs[0].MatchRate() > 0.5 {
+		if s.DisabledReason == "" || s.Epochs[0].MatchRate > 0.5 {
 			t.Errorf("stats after detection: %+v", s)
 		}
 		// The right order re-enables it.

@@ -59,21 +59,20 @@ type EpochStats struct {
 	Cached    int64 `json:"cached"`
 	// MaxLead is the furthest (in items) the prefetcher ran ahead.
 	MaxLead int `json:"max_lead"`
+	// MatchRate is Matched / Observed; HiddenRate is the share of
+	// prefetched misses the reader never waited for, Hidden / (Hidden +
+	// Late). Both are 1 when there is nothing to count.
+	MatchRate  float64 `json:"match_rate"`
+	HiddenRate float64 `json:"hidden_rate"`
 }
 
-// MatchRate is Matched / Observed (1 when nothing was observed).
-func (s EpochStats) MatchRate() float64 {
-	if s.Observed == 0 {
-		return 1
+// rates fills MatchRate and HiddenRate.
+func (s *EpochStats) rates() {
+	s.MatchRate, s.HiddenRate = 1, 1
+	if s.Observed > 0 {
+		s.MatchRate = float64(s.Matched) / float64(s.Observed)
 	}
-	return float64(s.Matched) / float64(s.Observed)
-}
-
-// HiddenRate is the share of prefetched misses that the reader never
-// waited for: Hidden / (Hidden + Late) (1 when there were none).
-func (s EpochStats) HiddenRate() float64 {
-	if s.Hidden+s.Late == 0 {
-		return 1
+	if s.Hidden+s.Late > 0 {
+		s.HiddenRate = float64(s.Hidden) / float64(s.Hidden+s.Late)
 	}
-	return float64(s.Hidden) / float64(s.Hidden+s.Late)
 }
