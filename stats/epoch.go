@@ -48,7 +48,7 @@ type epochStep struct {
 
 // enterEpoch updates the file's epoch state for a read of n bytes, before
 // the read is counted: a re-read that ends the epoch belongs to the next.
-func (r *Recorder) enterEpoch(e *fileEntry, g *group, n int64, size int64) epochStep {
+func (r *Recorder) enterEpoch(e *fileEntry, g group, n int64, size int64) epochStep {
 	for attempt := 0; ; attempt++ {
 		var seq, oldBytes, newBytes uint64
 		var first, early bool
@@ -100,14 +100,14 @@ func (r *Recorder) enterEpoch(e *fileEntry, g *group, n int64, size int64) epoch
 
 // finishEpoch counts the read's file as touched or fully read, after the
 // read itself was counted: the read that completes an epoch belongs to it.
-func (r *Recorder) finishEpoch(g *group, st epochStep) {
+func (r *Recorder) finishEpoch(g group, st epochStep) {
 	if st.first || st.completed {
 		r.groupTouch(g, st.seq, st.first, st.completed)
 	}
 }
 
 // groupTouch counts a file of g touched and/or fully read in epoch seq.
-func (r *Recorder) groupTouch(g *group, seq uint64, touched, completed bool) {
+func (r *Recorder) groupTouch(g group, seq uint64, touched, completed bool) {
 	tag := tagOf(seq)
 	var done uint64
 	for {
@@ -157,8 +157,8 @@ func (r *Recorder) groupTouch(g *group, seq uint64, touched, completed bool) {
 func (r *Recorder) touchedFiles(seq uint64) int64 {
 	tag := tagOf(seq)
 	var n int64
-	for i := range r.groups {
-		v := r.groups[i].touch.Load()
+	for i := range r.groupFiles {
+		v := r.shards[i<<(shardBits-r.groupBits)].touch.Load()
 		if v>>tagShift == tag {
 			n += int64(v >> 24 & low24)
 		}
@@ -166,37 +166,46 @@ func (r *Recorder) touchedFiles(seq uint64) int64 {
 	return n
 }
 
-// group counts the files of one group touched and fully read in the
-// current epoch; it fills a cache line of its own.
+// group is one epoch-detection group of files: its counters word and its
+// file count. The word lives in the first cache line of the shard whose
+// index has the group's index as its top bits; with 64 groups (datasets of
+// 64K files and more) that is the very shard the file's read counts in, so
+// a cache hit writes one shared line, not two.
 type group struct {
-	touch atomic.Uint64 // tag<<48 | files touched<<24 | files fully read
-	files uint64        // immutable after New
-	_     [48]byte
+	touch *atomic.Uint64 // tag<<48 | files touched<<24 | files fully read
+	files uint64
 }
 
 // groupBitsFor is log2 of the number of groups for a dataset of n files.
 func groupBitsFor(n int) int {
 	b := 0
-	for b < 6 && n>>(b+1) >= 1024 {
+	for b < shardBits && n>>(b+1) >= 1024 {
 		b++
 	}
 	return b
 }
 
-// groupOf returns file's group (Fibonacci hashing; a shift by 32 is 0).
-func (r *Recorder) groupOf(file uint32) *group {
-	return &r.groups[(file*0x9E3779B1)>>(32-r.groupBits)]
+// groupIndex returns file's group (the top bits of its shard's hash; a
+// shift by 32 is 0).
+func (r *Recorder) groupIndex(file uint32) int {
+	return int((file * 0x9E3779B1) >> (32 - r.groupBits))
+}
+
+// groupOf returns file's group.
+func (r *Recorder) groupOf(file uint32) group {
+	i := r.groupIndex(file)
+	return group{touch: &r.shards[i<<(shardBits-r.groupBits)].touch, files: r.groupFiles[i]}
 }
 
 // early reports whether fewer than 1/earlyDiv of g's files were touched in
 // epoch seq (integer arithmetic: it runs on every first read of a file).
-func (g *group) early(seq uint64) bool {
+func (g group) early(seq uint64) bool {
 	v := g.touch.Load()
 	return v>>tagShift != tagOf(seq) || (v>>24&low24)*earlyDiv < g.files
 }
 
 // share is the share of g's files touched in epoch seq.
-func (g *group) share(seq uint64) float64 {
+func (g group) share(seq uint64) float64 {
 	v := g.touch.Load()
 	if v>>tagShift != tagOf(seq) {
 		return 0

@@ -61,7 +61,7 @@ type Recorder struct {
 	log        *slog.Logger
 	files      []fileEntry
 	shards     []shard
-	groups     []group // epoch-detection groups of files
+	groupFiles []uint64 // files per epoch-detection group
 	groupBits  int
 	liveGroups uint64 // groups with at least one file
 	passFiles  int64  // files a full pass reads (the non-empty ones)
@@ -118,19 +118,19 @@ func New(opts Options) *Recorder {
 	}
 	r.shards = make([]shard, numShards)
 	r.groupBits = groupBitsFor(opts.Files)
-	r.groups = make([]group, 1<<r.groupBits)
+	r.groupFiles = make([]uint64, 1<<r.groupBits)
 	if opts.Files > 0 {
 		r.files = make([]fileEntry, opts.Files)
 		for id := range uint32(opts.Files) {
 			// Empty files are never read; a full pass does not wait for them.
 			if opts.SizeOf == nil || opts.SizeOf(id) != 0 {
-				r.groupOf(id).files++
+				r.groupFiles[r.groupIndex(id)]++
 				r.passFiles++
 			}
 		}
 	}
-	for i := range r.groups {
-		if r.groups[i].files > 0 {
+	for _, n := range r.groupFiles {
+		if n > 0 {
 			r.liveGroups++
 		}
 	}
@@ -163,7 +163,7 @@ func (r *Recorder) Read(file uint32, src Source, n int64, blocked time.Duration)
 	}
 	sh := &r.shards[shardOf(file)]
 	var e *fileEntry
-	var g *group
+	var g group
 	var st epochStep
 	if int(file) < len(r.files) {
 		e, g = &r.files[file], r.groupOf(file)

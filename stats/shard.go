@@ -40,9 +40,12 @@ func shardOf(file uint32) int {
 
 // shard is one stripe of the totals. Its size is a multiple of 64 bytes so
 // that shards never share a cache line.
+// Its first line holds what a cache hit writes: the epoch group word and
+// the bytes and reads of memory and disk.
 type shard struct {
-	reads            [numSources]atomic.Uint64
+	touch            atomic.Uint64 // an epoch group's counters, see group
 	bytes            [numSources]atomic.Uint64
+	reads            [numSources]atomic.Uint64
 	stallNs          atomic.Uint64
 	maxNs            atomic.Uint64 // largest blocked ns in the current epoch
 	hist             [numBuckets]atomic.Uint64
@@ -50,7 +53,7 @@ type shard struct {
 	prefetchBytes    atomic.Uint64
 	prefetchHits     atomic.Uint64
 	prefetchHitBytes atomic.Uint64
-	_                [64 - (4*int(numSources)+2+numBuckets+4)*8%64]byte
+	_                [64 - (1+2*int(numSources)+2+numBuckets+4)*8%64]byte
 }
 
 // fileEntry is the per-file row: 32 bytes, so 1.3M files take 41.6 MB.
