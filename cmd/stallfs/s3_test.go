@@ -246,6 +246,7 @@ func TestE2ES3MountRefused(t *testing.T) {
 			if strings.Count(msg, "\n") != 0 || !strings.Contains(msg, tc.want) {
 				t.Errorf("stderr %q: want one line containing %q", stderr, tc.want)
 			}
+			t.Logf("stderr: %s", msg)
 			if strings.Contains(stderr, "not-the-secret") {
 				t.Errorf("stderr %q shows the secret", stderr)
 			}

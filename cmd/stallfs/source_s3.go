@@ -36,7 +36,9 @@ func openS3(ctx context.Context, c *cli.Context, u *url.URL) (backend.Backend, e
 	}
 	b, err := s3.New(ctx, opts)
 	switch {
-	case errors.Is(err, s3.ErrConfig), errors.Is(err, s3.ErrBucketNotFound), errors.Is(err, s3.ErrAccessDenied):
+	case errors.Is(err, s3.ErrBucketNotFound), errors.Is(err, s3.ErrAccessDenied):
+		return nil, usagef("%w", err) // names the source already
+	case errors.Is(err, s3.ErrConfig):
 		return nil, usagef("source %s: %w", u.Redacted(), err)
 	case err != nil:
 		return nil, fmt.Errorf("source %s: %w", u.Redacted(), err)
