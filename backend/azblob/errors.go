@@ -67,16 +67,19 @@ func (e *Error) Error() string {
 // Unwrap returns the cause.
 func (e *Error) Unwrap() error { return e.Err }
 
-// transportError keeps a network error's cause (for errors.Is against
-// syscall errnos, net.Error and context errors) but prints a message built
-// without the URL of a *url.Error.
+// transportError is a failure on the way to the service (refused, reset,
+// DNS, TLS), rebuilt without the URL of a *url.Error, which may carry a SAS
+// token. It is a net.Error but deliberately hides the syscall errno: a
+// store that cannot be reached is an I/O error of the file system (EIO),
+// not the ECONNREFUSED of a socket the reader never opened.
 type transportError struct {
-	msg string
-	err error
+	msg     string
+	timeout bool
 }
 
-func (e *transportError) Error() string { return e.msg }
-func (e *transportError) Unwrap() error { return e.err }
+func (e *transportError) Error() string   { return e.msg }
+func (e *transportError) Timeout() bool   { return e.timeout }
+func (e *transportError) Temporary() bool { return false }
 
 // translate turns an SDK error into an *Error whose cause callers can
 // match: iofs.ErrNotExist, backend.ErrStale, backend.ErrThrottled, ErrAuth,
@@ -152,11 +155,13 @@ func isCredentialUnavailable(err error) bool {
 
 // sanitize rebuilds a transport error's message without a URL.
 func sanitize(err error) error {
+	var ne net.Error
+	timeout := errors.As(err, &ne) && ne.Timeout()
 	var ue *url.Error
 	if errors.As(err, &ue) {
-		return &transportError{msg: ue.Op + " " + redactURL(ue.URL) + ": " + sanitizeText(ue.Err), err: ue.Err}
+		return &transportError{msg: ue.Op + " " + redactURL(ue.URL) + ": " + sanitizeText(ue.Err), timeout: timeout}
 	}
-	return &transportError{msg: sanitizeText(err), err: err}
+	return &transportError{msg: sanitizeText(err), timeout: timeout}
 }
 
 // sanitizeText is err's message with everything after a "?" of a URL cut,

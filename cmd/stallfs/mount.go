@@ -72,6 +72,9 @@ func (a *cliApp) mount(c *cli.Context, openers map[string]sourceOpener) error {
 	if raw.Args, err = impliedSource(c, openers, raw.Args); err != nil {
 		return err
 	}
+	if _, err = a.applyBlobfuse2(c, &raw); err != nil { // --config-file
+		return err
+	}
 	cfg, err := raw.config(sourceSchemes(openers))
 	if err != nil {
 		return err

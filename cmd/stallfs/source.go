@@ -35,8 +35,10 @@ type sourceOpener struct {
 // adds one line here and its opener in a source_<name>.go file.
 func sourceOpeners() map[string]sourceOpener {
 	return map[string]sourceOpener{
-		"file": {open: openFileSource},
-		"s3":   {open: openS3, flags: s3Flags()},
+		"file":  {open: openFileSource},
+		"s3":    {open: openS3, flags: s3Flags()},
+		"az":    {open: openAzure, flags: azureFlags(), implied: impliedAzureSource},
+		"https": {open: openAzure}, // https://ACCOUNT.blob.core.windows.net/CONTAINER
 	}
 }
 
