@@ -11,9 +11,17 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -X main.version=$(VERSION)
 BENCHTIME ?= 1s
 # Debian packages installed when their command is missing: "command:package".
-APT_DEPS  := fusermount3:fuse3
+# fuse3 for the mount tests; Node.js and npm for Azurite (the Azure tests).
+APT_DEPS  := fusermount3:fuse3 node:nodejs npm:npm
 
-.PHONY: all build test demo bench fmt vet clean deps check-go
+# Test servers, at the versions the test helpers pin: versitygw (S3) is built
+# into .cache/bin, Azurite is installed from testdata/azurite's lockfile.
+VERSITYGW_VERSION := $(shell sed -n 's/^const Version = "\(v[0-9.]*\)"/\1/p' backend/s3/s3test/s3test.go)
+VERSITYGW         := .cache/bin/versitygw
+AZURITE_DIR       := testdata/azurite
+AZURITE_VERSION   := $(shell sed -n 's/.*"azurite": "\([0-9.]*\)".*/\1/p' $(AZURITE_DIR)/package.json)
+
+.PHONY: all build test demo bench fmt vet clean deps check-go test-servers azurite
 
 all: build
 
@@ -37,13 +45,27 @@ deps:
 	fi
 	@test -c /dev/fuse || { echo "make: /dev/fuse is missing (load the fuse module or run the container with --device /dev/fuse)" >&2; exit 1; }
 
+# test-servers prepares the S3 and Azure emulators so that the tests do not
+# build or install them under their own timeouts.
+test-servers: $(VERSITYGW) azurite
+
+$(VERSITYGW): | check-go
+	@test -n "$(VERSITYGW_VERSION)" || { echo "make: no versitygw version in backend/s3/s3test/s3test.go" >&2; exit 1; }
+	GOBIN=$(CURDIR)/.cache/bin $(GO) install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION)
+
+azurite: deps
+	@if ! grep -qs '"version": "$(AZURITE_VERSION)"' $(AZURITE_DIR)/node_modules/azurite/package.json; then \
+	  echo "npm ci --prefix $(AZURITE_DIR)"; \
+	  npm ci --no-audit --no-fund --prefix $(AZURITE_DIR); \
+	fi
+
 vet: check-go
 	$(GO) vet ./...
 
 fmt: check-go
 	gofmt -w $$($(GO) list -f '{{.Dir}}' ./...)
 
-test: check-go deps
+test: check-go deps test-servers
 	$(GO) vet ./...
 	@out="$$(gofmt -l $$($(GO) list -f '{{.Dir}}' ./...))"; \
 	if [ -n "$$out" ]; then echo "gofmt needed on:" >&2; echo "$$out" >&2; exit 1; fi
