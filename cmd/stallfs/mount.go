@@ -35,7 +35,7 @@ func (a *cliApp) mountCommand() *cli.Command {
 	}
 	return &cli.Command{
 		Name:      "mount",
-		Usage:     "mount SOURCE (a directory or file:///path) read-only at MOUNTPOINT",
+		Usage:     "mount SOURCE (a directory, file:///path, s3://bucket/prefix, az://account/container) read-only at MOUNTPOINT",
 		ArgsUsage: "SOURCE MOUNTPOINT",
 		Flags:     append(flags, sourceFlags(openers)...),
 		Action: func(c *cli.Context) error {
