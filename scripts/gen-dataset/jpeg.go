@@ -78,47 +78,41 @@ func padJPEG(buf *bytes.Buffer, f fileSpec) {
 	}
 }
 
-// synthImage draws w x h pixels of smooth colour gradients under noise, a
+// synthImage draws w x h pixels of smooth gradients under noise, a
 // stand-in for a photo: the noise keeps the encoder (and any decoder) busy
-// with real coefficients, and the gradients vary with index.
-func synthImage(w, h int, index uint64) *image.RGBA {
-	img := image.NewRGBA(image.Rect(0, 0, w, h))
+// with real coefficients, and the gradients vary with index. It is drawn in
+// 4:2:0 YCbCr, as most photos are stored, so the encoder copies it without
+// a colour conversion.
+func synthImage(w, h int, index uint64) *image.YCbCr {
+	img := image.NewYCbCr(image.Rect(0, 0, w, h), image.YCbCrSubsampleRatio420)
 	r0 := mix(index, 5<<40)
-	fx := [3]float64{}
-	fy := [3]float64{}
-	for c := range 3 {
-		fx[c] = 1 + float64((r0>>(8*c))&7)
-		fy[c] = 1 + float64((r0>>(8*c+4))&7)
-	}
-	// sin(a+b) = sin a cos b + cos a sin b: one table per axis, no
-	// trigonometry per pixel.
-	var sx, cx [3][]float64
-	var sy, cy [3][]float64
-	for c := range 3 {
-		sx[c], cx[c] = make([]float64, w), make([]float64, w)
-		for x := range w {
-			sx[c][x], cx[c][x] = math.Sincos(fx[c] * float64(x) / float64(w) * math.Pi)
+	// Each plane is 128 + a*sin(fx*x + fy*y) + noise; sin(u+v) = sin u cos v
+	// + cos u sin v, so the trigonometry is per row and column, not pixel.
+	// noise must be a power of two.
+	plane := func(pix []byte, stride, pw, ph int, shift uint, amp float64, noise uint64) {
+		rng := r0>>shift | 1
+		mask := 2*noise - 1
+		fx := (1 + float64((r0>>shift)&7)) * math.Pi / float64(pw)
+		fy := (1 + float64((r0>>(shift+4))&7)) * math.Pi / float64(ph)
+		sx, cx := make([]float64, pw), make([]float64, pw)
+		for x := range pw {
+			sx[x], cx[x] = math.Sincos(fx * float64(x))
 		}
-		sy[c], cy[c] = make([]float64, h), make([]float64, h)
-		for y := range h {
-			sy[c][y], cy[c][y] = math.Sincos(fy[c] * float64(y) / float64(h) * math.Pi)
-		}
-	}
-	rng := r0 | 1
-	for y := range h {
-		row := img.Pix[y*img.Stride:]
-		for x := range w {
-			// xorshift64 noise in [-24, 24)
-			rng ^= rng << 13
-			rng ^= rng >> 7
-			rng ^= rng << 17
-			for c := range 3 {
-				g := 128 + 100*(sx[c][x]*cy[c][y]+cx[c][x]*sy[c][y])
-				v := int(g) + int((rng>>(16*c))&47) - 24
-				row[4*x+c] = byte(min(max(v, 0), 255))
+		for y := range ph {
+			sy, cy := math.Sincos(fy * float64(y))
+			row := pix[y*stride : y*stride+pw]
+			for x := range row {
+				rng ^= rng << 13 // xorshift64
+				rng ^= rng >> 7
+				rng ^= rng << 17
+				v := int(128+amp*(sx[x]*cy+cx[x]*sy)) + int(rng&mask) - int(noise)
+				row[x] = byte(min(max(v, 0), 255))
 			}
-			row[4*x+3] = 255
 		}
 	}
+	cw, ch := (w+1)/2, (h+1)/2
+	plane(img.Y, img.YStride, w, h, 0, 90, 16)
+	plane(img.Cb, img.CStride, cw, ch, 8, 60, 8)
+	plane(img.Cr, img.CStride, cw, ch, 16, 60, 8)
 	return img
 }
