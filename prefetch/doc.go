@@ -15,7 +15,9 @@
 //     DALIFile (fn.readers.file shuffling and sharding). Spec and Build
 //     make both from flags or a control request.
 //   - A Prefetcher follows the reader (Observe) through the predicted
-//     order and calls a Warmer for the items ahead of it.
+//     order and calls a Warmer for the items ahead of it. NewReaders
+//     follows several readers at once (the ranks of one node sharing a
+//     mount): a read goes to the reader that expects it soonest.
 //
 // # Exactness
 //
@@ -34,9 +36,10 @@
 //
 //   - Observe never blocks: observations go through a bounded queue
 //     (Options.QueueSize); the excess is dropped and counted (Stats.Dropped).
-//   - At most Options.Concurrency Warm calls run at once; at most
-//     Options.Ahead items, and Options.AheadBytes bytes when the Warmer is
-//     a Sizer, are issued ahead of the reader and not yet read.
+//   - At most Options.Concurrency Warm calls run at once (all readers
+//     together); at most Options.Ahead items, and Options.AheadBytes bytes
+//     when the Warmer is a Sizer, are issued ahead of each reader and not
+//     yet read.
 //   - The reader's position is the lowest predicted position not yet
 //     observed. A read matches when it is at an unread position within
 //     Options.Window of it (a DataLoader with workers reorders reads
@@ -50,8 +53,11 @@
 //     predicted from then on. Issuing runs across epoch boundaries.
 //   - Once Options.CheckReads reads were observed, if fewer than
 //     Options.MinMatchRate of the last CheckReads matched, prefetching
-//     stops, the reason is logged once and kept in Stats.DisabledReason,
-//     until SetOrder, SetOrderAt or PushList installs another order.
+//     stops for that reader, the reason is logged once and kept in
+//     ReaderStats.DisabledReason, until SetOrder, SetOrderAt, SetReaders or
+//     PushList installs another order. A read that no reader matches is
+//     a miss of the readers whose epoch holds the file (of all of them
+//     when none does).
 //   - Memory: the tracker holds the current epoch's order, an int32 per
 //     dataset item and per position, and a bit per position; a Layout holds
 //     its paths in one string plus about 12 bytes per path.

@@ -7,199 +7,234 @@ import (
 	"strings"
 )
 
-// This file holds the prefetcher's state machine. Every method ends in
-// Locked: it runs with p.mu held, on Run's goroutine or in a setter.
+// A track follows one reader (one rank's sampler) through its predicted
+// order and issues Warm calls ahead of it. Every method runs with the
+// prefetcher's mu held, on Run's goroutine or in a setter.
+type track struct {
+	p    *Prefetcher // immutable
+	name string      // immutable: "rank 3", or "" for a single reader
 
-// orderEpochLocked returns the order the tracker predicts for epoch e.
-func (p *Prefetcher) orderEpochLocked(e int) ([]int, error) {
-	if p.order == nil {
+	order      Order
+	gen        int // bumped on every reset of issuing; older results are ignored
+	cur        epochTrack
+	curErr     error // the current epoch's order could not be had
+	nextHead   map[int]int
+	nextErr    error
+	searching  bool // no read matched since (re)start: look in the whole epoch
+	frozen     int  // >= 0: every epoch repeats this order epoch
+	ring       matchRing
+	disabled   string
+	stats      map[int]*EpochStats
+	issueEpoch int
+	issuePos   int
+	issueOrder []int
+	issueBase  int64
+	issueErr   error
+	dq         []issued
+	dqStart    int64
+	leadBytes  int64
+	inflight   int
+}
+
+func newTrack(p *Prefetcher, name string) *track {
+	return &track{p: p, name: name, stats: make(map[int]*EpochStats), ring: matchRing{ring: make([]bool, p.opts.CheckReads)}, frozen: -1}
+}
+
+// orderEpoch returns the order the tracker predicts for epoch e.
+func (t *track) orderEpoch(e int) ([]int, error) {
+	if t.order == nil {
 		return nil, errors.New("no order set")
 	}
-	if p.order.Len() != p.layout.Len() {
-		return nil, fmt.Errorf("order is for %d items, layout has %d", p.order.Len(), p.layout.Len())
+	if t.order.Len() != t.p.layout.Len() {
+		return nil, fmt.Errorf("order is for %d items, layout has %d", t.order.Len(), t.p.layout.Len())
 	}
-	if p.frozen >= 0 {
-		e = p.frozen
+	if t.frozen >= 0 {
+		e = t.frozen
 	}
-	o, err := p.order.Epoch(e)
+	o, err := t.order.Epoch(e)
 	if err != nil {
 		return nil, fmt.Errorf("order of epoch %d: %w", e, err)
 	}
 	return o, nil
 }
 
-// setOrderLocked installs o and restarts tracking in epoch e.
-func (p *Prefetcher) setOrderLocked(o Order, e int) {
-	p.order = o
-	p.gen++
-	p.frozen = -1
-	p.disabled = ""
-	p.searching = true
-	p.ring.clear()
-	p.cur = epochTrack{epoch: e, first: p.cur.first, nextOcc: p.cur.nextOcc, seen: p.cur.seen}
-	p.cur.order, p.curErr, p.nextHead = nil, nil, nil
-	p.loadCurLocked(e, 0)
-	p.resetIssueLocked()
+// setOrder installs o and restarts tracking in epoch e.
+func (t *track) setOrder(o Order, e int) {
+	t.order = o
+	t.frozen = -1
+	t.disabled = ""
+	t.searching = true
+	t.ring.clear()
+	t.loadCur(e, 0)
+	t.resetIssue()
 }
 
-// loadCurLocked points the tracker at epoch e starting at global position
-// base.
-func (p *Prefetcher) loadCurLocked(e int, base int64) {
-	o, err := p.orderEpochLocked(e)
-	p.curErr = err
+// loadCur points the tracker at epoch e starting at global position base.
+func (t *track) loadCur(e int, base int64) {
+	o, err := t.orderEpoch(e)
+	t.curErr = err
 	if err != nil {
 		o = nil
 	}
-	p.cur.reset(e, o, base, p.layout.Len())
-	p.statLocked(e).Predicted = len(o)
-	p.nextHead, p.nextErr = nil, nil
-	p.loadNextHeadLocked()
+	t.cur.reset(e, o, base, t.p.layout.Len())
+	t.stat(e).Predicted = len(o)
+	t.nextHead, t.nextErr = nil, nil
+	t.loadNextHead()
 }
 
-// loadNextHeadLocked maps the first Window indices of the next epoch's
-// order to their positions, to notice the reader moving on.
-func (p *Prefetcher) loadNextHeadLocked() {
-	if p.curErr != nil {
+// loadNextHead maps the first Window indices of the next epoch's order to
+// their positions, to notice the reader moving on.
+func (t *track) loadNextHead() {
+	if t.curErr != nil {
 		return
 	}
-	o, err := p.orderEpochLocked(p.cur.epoch + 1)
-	p.nextErr = err
+	o, err := t.orderEpoch(t.cur.epoch + 1)
+	t.nextErr = err
 	if err != nil {
 		return
 	}
-	p.nextHead = make(map[int]int, min(len(o), p.opts.Window))
-	for q := range min(len(o), p.opts.Window) {
-		if _, ok := p.nextHead[o[q]]; !ok {
-			p.nextHead[o[q]] = q
+	w := min(len(o), t.p.opts.Window)
+	t.nextHead = make(map[int]int, w)
+	for q := range w {
+		if _, ok := t.nextHead[o[q]]; !ok {
+			t.nextHead[o[q]] = q
 		}
 	}
 }
 
-// retryOrdersLocked retries orders that were missing (a List epoch that
-// has since been pushed).
-func (p *Prefetcher) retryOrdersLocked() {
-	if p.curErr != nil {
-		p.loadCurLocked(p.cur.epoch, p.cur.base)
-		p.resetIssueLocked()
+// retryOrders retries orders that were missing (a List epoch that has
+// since been pushed).
+func (t *track) retryOrders() {
+	if t.curErr != nil {
+		t.loadCur(t.cur.epoch, t.cur.base)
+		t.resetIssue()
 		return
 	}
-	if p.nextErr != nil {
-		p.loadNextHeadLocked()
+	if t.nextErr != nil {
+		t.loadNextHead()
 	}
-	p.issueErr = nil
+	t.issueErr = nil
 }
 
-// resetIssueLocked restarts issuing at the reader's position.
-func (p *Prefetcher) resetIssueLocked() {
-	p.gen++
-	p.issueEpoch, p.issuePos, p.issueOrder, p.issueBase = p.cur.epoch, p.cur.pos, p.cur.order, p.cur.base
-	p.issueErr = nil
-	p.dq = p.dq[:0]
-	p.dqStart = p.cur.global()
-	p.leadBytes = 0
+// resetIssue restarts issuing at the reader's position.
+func (t *track) resetIssue() {
+	t.gen++
+	t.issueEpoch, t.issuePos, t.issueOrder, t.issueBase = t.cur.epoch, t.cur.pos, t.cur.order, t.cur.base
+	t.issueErr = nil
+	t.dq = t.dq[:0]
+	t.dqStart = t.cur.global()
+	t.leadBytes = 0
 }
 
-func (p *Prefetcher) statLocked(e int) *EpochStats {
-	st, ok := p.stats[e]
+func (t *track) stat(e int) *EpochStats {
+	st, ok := t.stats[e]
 	if !ok {
 		st = &EpochStats{Epoch: e}
-		p.stats[e] = st
-		for len(p.stats) > p.opts.KeepEpochs {
+		t.stats[e] = st
+		for len(t.stats) > t.p.opts.KeepEpochs {
 			oldest := e
-			for k := range p.stats {
+			for k := range t.stats {
 				oldest = min(oldest, k)
 			}
-			delete(p.stats, oldest)
+			delete(t.stats, oldest)
 		}
 	}
 	return st
 }
 
-// issueLocked appends the Warm calls to start now to send.
-func (p *Prefetcher) issueLocked(send []job) []job {
-	if p.disabled != "" || p.curErr != nil {
-		return send
+// lead is how many items are issued ahead of the reader.
+func (t *track) lead() int {
+	return int(max(t.issueBase+int64(t.issuePos)-t.cur.global(), 0))
+}
+
+// canIssue reports whether the track may issue one more Warm call.
+func (t *track) canIssue() bool {
+	if t.disabled != "" || t.curErr != nil || t.issueErr != nil {
+		return false
 	}
-	reader := p.cur.global()
-	if p.issueBase+int64(p.issuePos) < reader {
-		p.resetIssueLocked()
+	o := t.p.opts
+	return t.lead() < o.Ahead && (o.AheadBytes <= 0 || t.leadBytes < o.AheadBytes)
+}
+
+// issueOne issues the next Warm call, if any; ok is false when the track
+// has nothing to issue now.
+func (t *track) issueOne() (j job, ok bool) {
+	if t.issueBase+int64(t.issuePos) < t.cur.global() {
+		t.resetIssue()
 	}
-	for p.inflight < p.opts.Concurrency && p.issueErr == nil {
-		g := p.issueBase + int64(p.issuePos)
-		lead := int(g - reader)
-		if lead >= p.opts.Ahead || p.opts.AheadBytes > 0 && p.leadBytes >= p.opts.AheadBytes {
-			break
-		}
-		if p.issuePos >= len(p.issueOrder) {
-			o, err := p.orderEpochLocked(p.issueEpoch + 1)
+	for t.canIssue() {
+		g := t.issueBase + int64(t.issuePos)
+		lead := t.lead()
+		if t.issuePos >= len(t.issueOrder) {
+			o, err := t.orderEpoch(t.issueEpoch + 1)
 			if err != nil {
-				p.issueErr = err
-				break
+				t.issueErr = err
+				return job{}, false
 			}
-			p.issueBase += int64(len(p.issueOrder))
-			p.issueEpoch, p.issuePos, p.issueOrder = p.issueEpoch+1, 0, o
+			t.issueBase += int64(len(t.issueOrder))
+			t.issueEpoch, t.issuePos, t.issueOrder = t.issueEpoch+1, 0, o
 			continue
 		}
-		q := p.issuePos
-		p.issuePos++
-		if p.issueEpoch == p.cur.epoch && p.cur.isSeen(q) {
-			p.dq = append(p.dq, issued{done: true, observed: true})
+		q := t.issuePos
+		t.issuePos++
+		if t.issueEpoch == t.cur.epoch && t.cur.isSeen(q) {
+			t.dq = append(t.dq, issued{done: true, observed: true})
 			continue
 		}
-		path := p.layout.Path(p.issueOrder[q])
+		path := t.p.layout.Path(t.issueOrder[q])
 		var size int64
-		if p.sizer != nil {
-			size, _ = p.sizer.Size(path)
+		if t.p.sizer != nil {
+			size, _ = t.p.sizer.Size(path)
 		}
-		p.dq = append(p.dq, issued{size: size})
-		p.leadBytes += size
-		p.inflight++
-		st := p.statLocked(p.issueEpoch)
+		t.dq = append(t.dq, issued{size: size})
+		t.leadBytes += size
+		t.inflight++
+		st := t.stat(t.issueEpoch)
 		st.Issued++
 		st.MaxLead = max(st.MaxLead, lead+1)
-		send = append(send, job{gen: p.gen, epoch: p.issueEpoch, g: g, path: path})
+		return job{track: t, gen: t.gen, epoch: t.issueEpoch, g: g, path: path}, true
 	}
-	return send
+	return job{}, false
 }
 
-// entryLocked returns the issued entry of global position g, if any.
-func (p *Prefetcher) entryLocked(g int64) *issued {
-	if g < p.dqStart || g >= p.dqStart+int64(len(p.dq)) {
+// entry returns the issued entry of global position g, if any.
+func (t *track) entry(g int64) *issued {
+	if g < t.dqStart || g >= t.dqStart+int64(len(t.dq)) {
 		return nil
 	}
-	return &p.dq[g-p.dqStart]
+	return &t.dq[g-t.dqStart]
 }
 
-// popLocked drops the entries the reader has passed.
-func (p *Prefetcher) popLocked() {
-	reader := p.cur.global()
+// pop drops the entries the reader has passed.
+func (t *track) pop() {
+	reader := t.cur.global()
 	n := 0
-	for n < len(p.dq) && p.dqStart+int64(n) < reader {
-		p.leadBytes -= p.dq[n].size
+	for n < len(t.dq) && t.dqStart+int64(n) < reader {
+		t.leadBytes -= t.dq[n].size
 		n++
 	}
 	if n > 0 {
-		p.dq = append(p.dq[:0], p.dq[n:]...)
-		p.dqStart += int64(n)
+		t.dq = append(t.dq[:0], t.dq[n:]...)
+		t.dqStart += int64(n)
 	}
 }
 
-func (p *Prefetcher) completeLocked(r result) {
-	p.inflight--
-	st := p.statLocked(r.epoch)
+func (t *track) complete(r result) {
+	t.inflight--
+	st := t.stat(r.epoch)
 	if r.err != nil && !errors.Is(r.err, context.Canceled) {
 		st.Errors++
 		if st.Errors == 1 {
-			p.log.Warn("prefetch: warm failed", "epoch", r.epoch, "path", r.path, "err", r.err)
+			t.p.log.Warn("prefetch: warm failed", "reader", t.name, "epoch", r.epoch, "path", r.path, "err", r.err)
 		}
 	}
 	if r.fetched {
 		st.Fetched++
 	}
-	if r.gen != p.gen {
+	if r.gen != t.gen {
 		return
 	}
-	e := p.entryLocked(r.g)
+	e := t.entry(r.g)
 	if e == nil {
 		return
 	}
@@ -213,86 +248,95 @@ func (p *Prefetcher) completeLocked(r result) {
 	}
 }
 
-// observeLocked follows one read.
-func (p *Prefetcher) observeLocked(path string) {
-	idx, ok := p.layout.Index(strings.TrimPrefix(path, "/"))
-	if !ok {
-		p.statLocked(p.cur.epoch).Foreign++
-		return
+// near returns the unread position of idx within the window of the
+// reader's position, or -1.
+func (t *track) near(idx int) int {
+	if t.curErr != nil {
+		return -1
 	}
-	st := p.statLocked(p.cur.epoch)
-	if p.curErr != nil {
-		st.Observed++
-		st.Unmatched++
-		p.checkLocked(false)
-		return
+	return t.cur.find(idx, t.cur.pos, t.cur.pos+t.p.opts.Window)
+}
+
+// matchFar applies the rules for a read outside the window: the first
+// read after a (re)start, a hole left by lost observations, the next
+// epoch, or the same order again.
+func (t *track) matchFar(idx int) bool {
+	if t.curErr != nil {
+		return false
 	}
-	c := &p.cur
-	w := p.opts.Window
+	c := &t.cur
+	w := t.p.opts.Window
 	n := len(c.order)
-	if q := c.find(idx, c.pos, c.pos+w); q >= 0 {
-		p.matchLocked(q)
-		return
-	}
-	if p.searching {
+	if t.searching {
 		if q := c.find(idx, 0, n); q >= 0 {
 			c.skipTo(q)
-			p.matchLocked(q)
-			return
+			t.match(q)
+			return true
 		}
 	}
 	// Reads may have gone on without us seeing some of them (a dropped
 	// observation): if most of the window is read, move past the hole.
 	if q := c.find(idx, c.pos+w, c.pos+2*w); q >= 0 && c.seenIn(c.pos, c.pos+w) >= w/2 {
-		st.Skipped += int64(c.skipTo(q - w + 1))
-		p.matchLocked(q)
-		return
+		t.stat(c.epoch).Skipped += int64(c.skipTo(q - w + 1))
+		t.match(q)
+		return true
 	}
 	nearEnd := c.pos >= n-2*w
-	if q, ok := p.nextHead[idx]; ok && nearEnd {
-		p.advanceLocked()
-		p.matchLocked(q)
-		return
+	if q, ok := t.nextHead[idx]; ok && nearEnd {
+		t.advance()
+		t.match(q)
+		return true
 	}
 	// The reader started this epoch's order over: the job reads the same
 	// order every epoch (DistributedSampler without set_epoch).
-	if q := c.findAny(idx, 0, min(w, n)); q >= 0 && nearEnd && p.frozen < 0 {
-		p.frozen = c.epoch
-		p.log.Warn("prefetch: the job repeats the same order every epoch (DistributedSampler without set_epoch?); predicting that", "epoch", c.epoch)
-		p.advanceLocked()
-		p.resetIssueLocked() // what was issued ahead assumed a new order
-		p.matchLocked(q)
-		return
+	if q := c.findAny(idx, 0, min(w, n)); q >= 0 && nearEnd && t.frozen < 0 {
+		t.frozen = c.epoch
+		t.p.log.Warn("prefetch: the job repeats the same order every epoch (DistributedSampler without set_epoch?); predicting that", "reader", t.name, "epoch", c.epoch)
+		t.advance()
+		t.resetIssue() // what was issued ahead assumed a new order
+		t.match(q)
+		return true
 	}
+	return false
+}
+
+// owns reports whether idx is in the track's current epoch at all.
+func (t *track) owns(idx int) bool {
+	return t.curErr == nil && t.cur.first[idx] >= 0
+}
+
+// miss counts a read that matched nowhere.
+func (t *track) miss(idx int) {
+	c := &t.cur
+	st := t.stat(c.epoch)
 	st.Observed++
-	if c.findAny(idx, max(c.pos-w, 0), c.pos+w) >= 0 {
+	if t.curErr == nil && c.findAny(idx, max(c.pos-t.p.opts.Window, 0), c.pos+t.p.opts.Window) >= 0 {
 		st.Repeated++ // read again: neither a hit nor a miss of the prediction
 		return
 	}
 	st.Unmatched++
-	p.checkLocked(false)
+	t.check(false)
 }
 
-// advanceLocked moves the tracker to the next epoch.
-func (p *Prefetcher) advanceLocked() {
-	c := &p.cur
-	st := p.statLocked(c.epoch)
-	st.Skipped += int64(c.skipTo(len(c.order)))
-	p.popLocked()
-	p.loadCurLocked(c.epoch+1, c.base+int64(len(c.order)))
+// advance moves the tracker to the next epoch.
+func (t *track) advance() {
+	c := &t.cur
+	t.stat(c.epoch).Skipped += int64(c.skipTo(len(c.order)))
+	t.pop()
+	t.loadCur(c.epoch+1, c.base+int64(len(c.order)))
 }
 
-func (p *Prefetcher) matchLocked(q int) {
-	c := &p.cur
+func (t *track) match(q int) {
+	c := &t.cur
 	g := c.base + int64(q)
-	st := p.statLocked(c.epoch)
+	st := t.stat(c.epoch)
 	st.Observed++
 	st.Matched++
-	p.searching = false
-	if e := p.entryLocked(g); e != nil {
+	t.searching = false
+	if e := t.entry(g); e != nil {
 		if !e.observed {
 			e.observed = true
-			p.leadBytes -= e.size
+			t.leadBytes -= e.size
 			e.size = 0
 			if e.done {
 				if e.fetched {
@@ -302,30 +346,96 @@ func (p *Prefetcher) matchLocked(q int) {
 				}
 			}
 		}
-	} else if g >= p.issueBase+int64(p.issuePos) {
+	} else if g >= t.issueBase+int64(t.issuePos) {
 		st.NotIssued++
 	}
 	c.mark(q)
-	p.popLocked()
-	p.checkLocked(true)
+	t.pop()
+	t.check(true)
 }
 
-// checkLocked records whether a read matched and stops prefetching when
-// too few of the recent ones did.
-func (p *Prefetcher) checkLocked(ok bool) {
-	p.ring.add(ok)
-	r := &p.ring
-	if p.disabled != "" || r.filled < len(r.ring) {
+// check records whether a read matched and stops prefetching when too
+// few of the recent ones did.
+func (t *track) check(ok bool) {
+	t.ring.add(ok)
+	r := &t.ring
+	if t.disabled != "" || r.filled < len(r.ring) {
 		return
 	}
-	if rate := float64(r.matched) / float64(r.filled); rate < p.opts.MinMatchRate {
-		p.disabled = fmt.Sprintf("only %d of the last %d reads matched the predicted order (epoch %d, position %d); the seed, sampler or layout is probably not the job's",
-			r.matched, r.filled, p.cur.epoch, p.cur.pos)
-		if p.curErr != nil {
-			p.disabled += ": " + p.curErr.Error()
+	if rate := float64(r.matched) / float64(r.filled); rate < t.p.opts.MinMatchRate {
+		t.disabled = fmt.Sprintf("only %d of the last %d reads matched the predicted order (epoch %d, position %d); the seed, sampler or layout is probably not the job's",
+			r.matched, r.filled, t.cur.epoch, t.cur.pos)
+		if t.curErr != nil {
+			t.disabled += ": " + t.curErr.Error()
 		}
-		p.log.Warn("prefetch: prediction does not match the reads; prefetching stopped", "reason", p.disabled)
-		p.gen++ // in-flight results no longer count
-		p.dq, p.leadBytes = p.dq[:0], 0
+		t.p.log.Warn("prefetch: prediction does not match the reads; prefetching stopped", "reader", t.name, "reason", t.disabled)
+		t.gen++ // in-flight results no longer count
+		t.dq, t.leadBytes = t.dq[:0], 0
 	}
+}
+
+// observeLocked follows one read: the track whose window holds it takes
+// it; else a track that can explain it by a jump; else it is a miss of
+// every track whose epoch holds the item (of every track when none does).
+func (p *Prefetcher) observeLocked(path string) {
+	idx, ok := p.layout.Index(strings.TrimPrefix(path, "/"))
+	if !ok {
+		for _, t := range p.tracks {
+			t.stat(t.cur.epoch).Foreign++
+		}
+		return
+	}
+	// Readers in different epochs can both expect a file: the one that
+	// expects it soonest takes it.
+	var best *track
+	bestQ, bestD := -1, 0
+	for _, t := range p.tracks {
+		if q := t.near(idx); q >= 0 && (best == nil || q-t.cur.pos < bestD) {
+			best, bestQ, bestD = t, q, q-t.cur.pos
+		}
+	}
+	if best != nil {
+		best.match(bestQ)
+		return
+	}
+	for _, t := range p.tracks {
+		if t.matchFar(idx) {
+			return
+		}
+	}
+	owned := false
+	for _, t := range p.tracks {
+		if t.owns(idx) || t.curErr != nil {
+			owned = true
+			t.miss(idx)
+		}
+	}
+	if !owned {
+		for _, t := range p.tracks {
+			t.miss(idx)
+		}
+	}
+}
+
+// issueLocked appends the Warm calls to start now to send: the track with
+// the smallest lead goes first, within the shared Concurrency.
+func (p *Prefetcher) issueLocked(send []job) []job {
+	for p.inflight < p.opts.Concurrency {
+		best := -1
+		for i, t := range p.tracks {
+			if t.canIssue() && (best < 0 || t.lead() < p.tracks[best].lead()) {
+				best = i
+			}
+		}
+		if best < 0 {
+			break
+		}
+		j, ok := p.tracks[best].issueOne()
+		if !ok {
+			continue // the track stopped itself (issueErr or bounds)
+		}
+		p.inflight++
+		send = append(send, j)
+	}
+	return send
 }

@@ -221,6 +221,13 @@ func TestBuildAndWriteOrder(t *testing.T) {
 	if err != nil || l.Len() != 3 || l.Path(2) != "d/3.jpg" {
 		t.Errorf("dali-list: %v %v", err, l)
 	}
+	rs, err := BuildReaders(Spec{Order: OrderTorchDist, WorldSize: 4, Ranks: []int{1, 3}}, 10)
+	if err != nil || len(rs) != 2 || rs[1].Name != "rank 3" {
+		t.Errorf("BuildReaders: %v %+v", err, rs)
+	}
+	if _, err := BuildReaders(Spec{Order: OrderTorchDist, WorldSize: 4, Ranks: []int{4}}, 10); err == nil {
+		t.Error("BuildReaders with rank 4 of 4: no error")
+	}
 	for _, bad := range []Spec{
 		{Order: "nope"}, {Layout: "nope"}, {Order: OrderTorchGlobal}, {Order: OrderTorchDist, Rank: 2, WorldSize: 2},
 		{TorchVersion: "x"}, {Order: OrderTorchGlobal, RNGState: []byte{1}}, {Layout: "list:"},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 )
@@ -100,26 +101,8 @@ type Prefetcher struct {
 
 	mu sync.Mutex
 	// guarded by mu
-	order      Order
-	gen        int // bumped by SetOrder; results of older generations are ignored
-	cur        epochTrack
-	curErr     error // the current epoch's order could not be had
-	nextHead   map[int]int
-	nextErr    error
-	searching  bool // no read matched since (re)start: look in the whole epoch
-	frozen     int  // >= 0: every epoch repeats this order epoch
-	ring       matchRing
-	disabled   string
-	stats      map[int]*EpochStats
-	issueEpoch int
-	issuePos   int
-	issueOrder []int
-	issueBase  int64
-	issueErr   error
-	dq         []issued
-	dqStart    int64
-	leadBytes  int64
-	inflight   int
+	tracks   []*track
+	inflight int
 }
 
 // issued is a Warm call for one predicted position.
@@ -129,6 +112,7 @@ type issued struct {
 }
 
 type job struct {
+	track      *track
 	gen, epoch int
 	g          int64
 	path       string
@@ -140,9 +124,24 @@ type result struct {
 	err     error
 }
 
+// Reader is one reader the prefetcher follows: a rank's sampler, when
+// several ranks read through one mount.
+type Reader struct {
+	// Name labels the reader in stats and logs (e.g. "rank 3").
+	Name  string
+	Order Order
+}
+
 // New returns a prefetcher that predicts reads of layout in order and
 // warms them with w. Call Run to start it.
 func New(layout *Layout, order Order, w Warmer, opts Options) *Prefetcher {
+	return NewReaders(layout, []Reader{{Order: order}}, w, opts)
+}
+
+// NewReaders is New for several readers sharing the mount (the ranks of
+// one node): each read is matched against every reader's prediction,
+// and each reader gets Ahead items ahead of it within one Concurrency.
+func NewReaders(layout *Layout, readers []Reader, w Warmer, opts Options) *Prefetcher {
 	opts = opts.withDefaults()
 	p := &Prefetcher{
 		layout:  layout,
@@ -153,15 +152,24 @@ func New(layout *Layout, order Order, w Warmer, opts Options) *Prefetcher {
 		wake:    make(chan struct{}, 1),
 		closeCh: make(chan struct{}),
 		done:    make(chan struct{}),
-		stats:   make(map[int]*EpochStats),
-		ring:    matchRing{ring: make([]bool, opts.CheckReads)},
 	}
 	p.sizer, _ = w.(Sizer)
 	p.mu.Lock()
-	p.setOrderLocked(order, opts.StartEpoch)
-	p.searching = false // a fresh job starts at the head of its first epoch
+	p.setReadersLocked(readers, opts.StartEpoch)
+	for _, t := range p.tracks {
+		t.searching = false // a fresh job starts at the head of its first epoch
+	}
 	p.mu.Unlock()
 	return p
+}
+
+func (p *Prefetcher) setReadersLocked(readers []Reader, e int) {
+	p.tracks = p.tracks[:0]
+	for _, r := range readers {
+		t := newTrack(p, r.Name)
+		t.setOrder(r.Order, e)
+		p.tracks = append(p.tracks, t)
+	}
 }
 
 // Observe tells the prefetcher that the reader opened path (relative to
@@ -176,56 +184,61 @@ func (p *Prefetcher) Observe(path string) {
 	}
 }
 
-// SetOrder replaces the predicted order; the reader is looked for from
-// the start of epoch 0 (see SetOrderAt).
+// SetOrder replaces the predicted order (and every reader by one); the
+// reader is looked for from the start of epoch 0 (see SetOrderAt).
 func (p *Prefetcher) SetOrder(o Order) { p.SetOrderAt(o, 0) }
 
-// SetOrderAt replaces the predicted order and expects the reader in epoch
-// e, anywhere: the first read that matches epoch e's order sets the
-// position. It re-enables a disabled prefetcher.
-func (p *Prefetcher) SetOrderAt(o Order, e int) {
+// SetOrderAt replaces the predicted order (and every reader by one) and
+// expects the reader in epoch e, anywhere: the first read that matches
+// epoch e's order sets the position. It re-enables a disabled prefetcher.
+func (p *Prefetcher) SetOrderAt(o Order, e int) { p.SetReaders([]Reader{{Order: o}}, e) }
+
+// SetReaders replaces the readers, each expected in epoch e, as
+// SetOrderAt does for one.
+func (p *Prefetcher) SetReaders(readers []Reader, e int) {
 	p.mu.Lock()
-	p.setOrderLocked(o, e)
+	p.setReadersLocked(readers, e)
 	p.mu.Unlock()
 	p.poke()
 }
 
 // PushList sets the order of epoch e explicitly (paths relative to the
-// mount root). If the current order is not a List, it becomes one and the
-// reader is expected in epoch e; so it is when prefetching was disabled or
-// was waiting for another epoch's order.
+// mount root). If the prefetcher does not follow exactly one List order,
+// it now does, and the reader is expected in epoch e; so it is when
+// prefetching was disabled or was waiting for another epoch's order.
 func (p *Prefetcher) PushList(e int, paths []string) error {
 	idx := make([]int, len(paths))
 	for i, s := range paths {
-		j, ok := p.layout.Index(s)
+		j, ok := p.layout.Index(strings.TrimPrefix(s, "/"))
 		if !ok {
 			return fmt.Errorf("push order of epoch %d: %q is not in the layout", e, s)
 		}
 		idx[i] = j
 	}
 	p.mu.Lock()
-	l, ok := p.order.(*List)
-	restart := p.disabled != "" || p.curErr != nil && p.cur.epoch != e
-	p.mu.Unlock()
-	if ok {
-		if err := l.Push(e, idx); err != nil {
-			return err
-		}
-		if restart {
-			p.SetOrderAt(l, e)
-			return nil
-		}
-		p.mu.Lock()
-		p.retryOrdersLocked()
-		p.mu.Unlock()
-		p.poke()
-		return nil
+	var l *List
+	restart := true
+	if len(p.tracks) == 1 {
+		t := p.tracks[0]
+		l, _ = t.order.(*List)
+		restart = t.disabled != "" || t.curErr != nil && t.cur.epoch != e
 	}
-	l = NewList(p.layout.Len(), false)
+	p.mu.Unlock()
+	if l == nil {
+		l = NewList(p.layout.Len(), false)
+		restart = true
+	}
 	if err := l.Push(e, idx); err != nil {
 		return err
 	}
-	p.SetOrderAt(l, e)
+	if restart {
+		p.SetOrderAt(l, e)
+		return nil
+	}
+	p.mu.Lock()
+	p.tracks[0].retryOrders()
+	p.mu.Unlock()
+	p.poke()
 	return nil
 }
 
@@ -299,11 +312,14 @@ func (p *Prefetcher) Run(ctx context.Context) error {
 			p.mu.Unlock()
 		case r := <-results:
 			p.mu.Lock()
-			p.completeLocked(r)
+			p.inflight--
+			r.track.complete(r) // a replaced track just counts into its orphaned stats
 			p.mu.Unlock()
 		case <-p.wake:
 			p.mu.Lock()
-			p.retryOrdersLocked()
+			for _, t := range p.tracks {
+				t.retryOrders()
+			}
 			p.mu.Unlock()
 		}
 	}
@@ -313,30 +329,36 @@ func (p *Prefetcher) Run(ctx context.Context) error {
 func (p *Prefetcher) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	s := Stats{
-		Epoch:          p.cur.epoch,
-		Position:       p.cur.pos,
-		EpochLen:       len(p.cur.order),
-		LeadBytes:      p.leadBytes,
-		InFlight:       p.inflight,
-		Disabled:       p.disabled != "",
-		DisabledReason: p.disabled,
-		Dropped:        p.dropped.Load(),
+	s := Stats{InFlight: p.inflight, Dropped: p.dropped.Load()}
+	for _, t := range p.tracks {
+		s.Readers = append(s.Readers, t.snapshot())
 	}
-	if lead := p.issueBase + int64(p.issuePos) - p.cur.global(); lead > 0 {
-		s.Lead = int(lead)
+	return s
+}
+
+func (t *track) snapshot() ReaderStats {
+	s := ReaderStats{
+		Name:           t.name,
+		Epoch:          t.cur.epoch,
+		Position:       t.cur.pos,
+		EpochLen:       len(t.cur.order),
+		Lead:           t.lead(),
+		LeadBytes:      t.leadBytes,
+		InFlight:       t.inflight,
+		Disabled:       t.disabled != "",
+		DisabledReason: t.disabled,
 	}
 	switch {
-	case p.curErr != nil:
-		s.Waiting = p.curErr.Error()
-	case p.issueErr != nil:
-		s.Waiting = p.issueErr.Error()
+	case t.curErr != nil:
+		s.Waiting = t.curErr.Error()
+	case t.issueErr != nil:
+		s.Waiting = t.issueErr.Error()
 	}
-	if p.frozen >= 0 {
-		f := p.frozen
+	if t.frozen >= 0 {
+		f := t.frozen
 		s.RepeatsEpoch = &f
 	}
-	for _, st := range p.stats {
+	for _, st := range t.stats {
 		c := *st
 		c.rates()
 		s.Epochs = append(s.Epochs, c)

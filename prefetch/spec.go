@@ -59,10 +59,13 @@ type Spec struct {
 	Seed    int64 `json:"seed,omitempty"`
 	HasSeed bool  `json:"has_seed,omitempty"`
 	// WorldSize, Rank, DropLast and NoShuffle are DistributedSampler's.
-	WorldSize int  `json:"world_size,omitempty"`
-	Rank      int  `json:"rank,omitempty"`
-	DropLast  bool `json:"drop_last,omitempty"`
-	NoShuffle bool `json:"no_shuffle,omitempty"`
+	// Ranks, when set, lists every rank that reads through the mount (the
+	// ranks of one node) instead of Rank; see BuildReaders.
+	WorldSize int   `json:"world_size,omitempty"`
+	Rank      int   `json:"rank,omitempty"`
+	Ranks     []int `json:"ranks,omitempty"`
+	DropLast  bool  `json:"drop_last,omitempty"`
+	NoShuffle bool  `json:"no_shuffle,omitempty"`
 	// NumSamples and Replacement are RandomSampler's.
 	NumSamples  int  `json:"num_samples,omitempty"`
 	Replacement bool `json:"replacement,omitempty"`
@@ -199,6 +202,29 @@ func BuildOrder(s Spec, n int) (Order, error) {
 	}
 }
 
+// BuildReaders builds one Reader per rank of Spec.Ranks for
+// torch-distributed (named "rank R"), and otherwise the single reader of
+// BuildOrder.
+func BuildReaders(s Spec, n int) ([]Reader, error) {
+	if s.Order != OrderTorchDist || len(s.Ranks) == 0 {
+		o, err := BuildOrder(s, n)
+		if err != nil {
+			return nil, err
+		}
+		return []Reader{{Order: o}}, nil
+	}
+	var rs []Reader
+	for _, r := range s.Ranks {
+		s.Rank = r
+		o, err := BuildOrder(s, n)
+		if err != nil {
+			return nil, err
+		}
+		rs = append(rs, Reader{Name: fmt.Sprintf("rank %d", r), Order: o})
+	}
+	return rs, nil
+}
+
 // WriteOrder writes the paths of epoch e of o over l, one per line,
 // relative to the mount root; limit > 0 stops after limit lines. It is
 // what `stallfs order show` prints (GET /v1/order?epoch=E&limit=N).
@@ -226,9 +252,20 @@ func WriteOrder(w io.Writer, l *Layout, o Order, e, limit int) error {
 // Layout returns the prefetcher's layout.
 func (p *Prefetcher) Layout() *Layout { return p.layout }
 
-// Order returns the prefetcher's current order.
+// Order returns the order of the prefetcher's first reader.
 func (p *Prefetcher) Order() Order {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.order
+	return p.tracks[0].order
+}
+
+// Readers returns the readers the prefetcher follows.
+func (p *Prefetcher) Readers() []Reader {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]Reader, len(p.tracks))
+	for i, t := range p.tracks {
+		out[i] = Reader{Name: t.name, Order: t.order}
+	}
+	return out
 }

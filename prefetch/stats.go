@@ -2,6 +2,18 @@ package prefetch
 
 // Stats is a snapshot of a Prefetcher.
 type Stats struct {
+	// InFlight Warm calls, across readers.
+	InFlight int `json:"in_flight"`
+	// Dropped counts observations lost because the queue was full.
+	Dropped int64 `json:"dropped"`
+	// Readers has one entry per reader followed (one unless several ranks
+	// share the mount).
+	Readers []ReaderStats `json:"readers"`
+}
+
+// ReaderStats is the state of one followed reader.
+type ReaderStats struct {
+	Name string `json:"name,omitempty"`
 	// Epoch is the epoch the reader is in; Position its position there
 	// (lowest predicted item not yet read) out of EpochLen.
 	Epoch    int `json:"epoch"`
@@ -22,8 +34,6 @@ type Stats struct {
 	// (a DistributedSampler without set_epoch); it is the epoch whose
 	// order repeats.
 	RepeatsEpoch *int `json:"repeats_epoch,omitempty"`
-	// Dropped counts observations lost because the queue was full.
-	Dropped int64 `json:"dropped"`
 	// Epochs are per-epoch counters, oldest first (the last KeepEpochs).
 	Epochs []EpochStats `json:"epochs"`
 }

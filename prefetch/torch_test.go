@@ -409,7 +409,7 @@ func loaderReadRefs(t *testing.T, casesp *[]torchCase, outsp *[]any) refCheck {
 					synctest.Wait()
 				}
 			}
-			s := p.Stats()
+			s := reader0(p)
 			if s.Disabled || s.Epoch != epochs-1 {
 				t.Fatalf("after %d epochs of DataLoader reads: %+v", epochs, s)
 			}

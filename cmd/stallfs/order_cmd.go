@@ -66,6 +66,7 @@ func orderFlags() []cli.Flag {
 		&cli.Int64Flag{Name: "seed", Usage: "the job's `SEED` (Generator().manual_seed, DistributedSampler seed, or torch.manual_seed for torch-global)", EnvVars: env("STALLFS_SEED")},
 		&cli.IntFlag{Name: "world-size", Usage: "DistributedSampler num_replicas `N`", EnvVars: env("STALLFS_WORLD_SIZE", "WORLD_SIZE")},
 		&cli.IntFlag{Name: "rank", Usage: "DistributedSampler `RANK`", EnvVars: env("STALLFS_RANK", "RANK")},
+		&cli.StringFlag{Name: "ranks", Usage: "every rank reading through this mount, e.g. `0-7` or 0,1,2,3 (one node of several ranks; replaces --rank)", EnvVars: env("STALLFS_RANKS")},
 		&cli.BoolFlag{Name: "drop-last", Usage: "DistributedSampler drop_last=True", EnvVars: env("STALLFS_DROP_LAST")},
 		&cli.BoolFlag{Name: "shuffle", Value: true, Usage: "DistributedSampler shuffle (--shuffle=false for shuffle=False)", EnvVars: env("STALLFS_SHUFFLE")},
 		&cli.IntFlag{Name: "num-samples", Usage: "RandomSampler num_samples `N` (0: the dataset size)", EnvVars: env("STALLFS_NUM_SAMPLES")},
@@ -118,6 +119,18 @@ func parseOrderSpec(c *cli.Context) (prefetch.Spec, error) {
 			}
 		}
 	}
+	if r := c.String("ranks"); r != "" {
+		ranks, err := orderParseRanks(r)
+		if err != nil {
+			return s, usagef("--ranks %q: %w", r, err)
+		}
+		for _, x := range ranks {
+			if x >= max(s.WorldSize, 1) {
+				return s, usagef("--ranks: rank %d: must be in [0, world size %d)", x, max(s.WorldSize, 1))
+			}
+		}
+		s.Ranks = ranks
+	}
 	if f := c.String("rng-state"); f != "" {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -139,6 +152,28 @@ func parseOrderSpec(c *cli.Context) (prefetch.Spec, error) {
 		return s, usagef("%w", err)
 	}
 	return s, nil
+}
+
+// orderParseRanks parses "0-3,6,7".
+func orderParseRanks(s string) ([]int, error) {
+	var out []int
+	for _, part := range strings.Split(s, ",") {
+		lo, hi, isRange := strings.Cut(strings.TrimSpace(part), "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil || a < 0 {
+			return nil, fmt.Errorf("bad rank %q", part)
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(hi); err != nil || b < a {
+				return nil, fmt.Errorf("bad rank range %q", part)
+			}
+		}
+		for r := a; r <= b; r++ {
+			out = append(out, r)
+		}
+	}
+	return out, nil
 }
 
 // orderRNGStateBytes accepts the state as raw bytes
