@@ -473,3 +473,52 @@ func TestPrefetchSeveralRanksOneMount(t *testing.T) {
 		}
 	})
 }
+
+// TestPrefetchStallSimulation measures, in virtual time, the fetch stall
+// of one epoch read at a fixed rate below what the backend delivers (20 ms
+// first byte, 100 MB/s, 110 kB items, 16 concurrent fetches), with a
+// no-eviction cache holding a fraction f of the items, with and without
+// prefetch.
+func TestPrefetchStallSimulation(t *testing.T) {
+	const (
+		n       = 3000
+		item    = 110_000
+		gap     = 2 * time.Millisecond // reader: 500 items/s, 55 MB/s
+		latency = 20*time.Millisecond + item*time.Second/100_000_000
+	)
+	for _, frac := range []float64{0.25, 0.5} {
+		var stall [2]time.Duration
+		for i, prefetch := range []bool{false, true} {
+			synctest.Test(t, func(t *testing.T) {
+				l := testLayout(t, n)
+				o, _ := NewTorchDistributed(n, DistributedOptions{Seed: 0})
+				f := newFakeStore(latency)
+				// The cache admitted the first items of the first epoch.
+				first, _ := o.Epoch(0)
+				for _, x := range first[:int(frac*n)] {
+					f.preload(l.Path(x))
+				}
+				var p *Prefetcher
+				if prefetch {
+					p = New(l, o, f, Options{Ahead: 64, Concurrency: 16, StartEpoch: 1})
+					startPrefetcher(t, p)
+					synctest.Wait()
+				}
+				for _, s := range epochPaths(t, l, o, 1) {
+					if p != nil {
+						p.Observe(s)
+					}
+					start := time.Now()
+					f.read(s)
+					stall[i] += time.Since(start)
+					time.Sleep(gap)
+				}
+			})
+		}
+		ratio := float64(stall[1]) / float64(stall[0])
+		t.Logf("cache %.0f%%: fetch stall per epoch %v without prefetch, %v with (%.2f%%)", 100*frac, stall[0], stall[1], 100*ratio)
+		if stall[0] == 0 || ratio > 0.05 {
+			t.Errorf("cache %.0f%%: stall with prefetch %v is %.1f%% of %v without; want <= 5%%", 100*frac, stall[1], 100*ratio, stall[0])
+		}
+	}
+}
