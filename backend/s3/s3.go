@@ -2,6 +2,7 @@ package s3
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -202,19 +203,41 @@ func New(ctx context.Context, opts Options) (*Backend, error) {
 	if cfg.Region == "" {
 		cfg.Region = defaultRegion
 	}
-	b.client = awss3.NewFromConfig(cfg, func(o *awss3.Options) {
-		if opts.Endpoint != "" {
-			o.BaseEndpoint = aws.String(opts.Endpoint)
-		}
-		o.UsePathStyle = opts.PathStyle
-		o.DisableLogOutputChecksumValidationSkipped = true
-	})
+	newClient := func() *awss3.Client {
+		return awss3.NewFromConfig(cfg, func(o *awss3.Options) {
+			if opts.Endpoint != "" {
+				o.BaseEndpoint = aws.String(opts.Endpoint)
+			}
+			o.UsePathStyle = opts.PathStyle
+			o.DisableLogOutputChecksumValidationSkipped = true
+		})
+	}
+	b.client = newClient()
 
-	if err := b.check(ctx); err != nil {
+	err = b.check(ctx)
+	if r := bucketRegion(err); r != "" && r != cfg.Region && opts.Region == "" {
+		// The bucket lives elsewhere than the default chain said: follow
+		// the region S3 names in its 301, once.
+		b.log.Info("s3: bucket is in another region; using it", "source", b.name, "region", r, "was", cfg.Region)
+		cfg.Region = r
+		b.client = newClient()
+		err = b.check(ctx)
+	}
+	if err != nil {
 		b.httpClient.GetTransport().CloseIdleConnections()
 		return nil, err
 	}
 	return b, nil
+}
+
+// bucketRegion returns the region that a redirect (301) or a refusal names
+// in its x-amz-bucket-region header, or "".
+func bucketRegion(err error) string {
+	var re *awshttp.ResponseError
+	if err == nil || !errors.As(err, &re) || re.Response == nil {
+		return ""
+	}
+	return re.Response.Header.Get("X-Amz-Bucket-Region")
 }
 
 // check lists at most one key under the prefix: it proves that the bucket
@@ -231,6 +254,9 @@ func (b *Backend) check(ctx context.Context) error {
 	switch kind := errorKind(err); kind {
 	case ErrBucketNotFound, ErrAccessDenied:
 		return &checkError{kind: kind, source: b.name, cause: err}
+	}
+	if r := bucketRegion(err); r != "" {
+		return fmt.Errorf("%w: %s is in region %s (--s3-region): %w", ErrConfig, b.name, r, err)
 	}
 	return fmt.Errorf("%s: %w", b.name, err)
 }

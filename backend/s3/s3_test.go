@@ -3,8 +3,10 @@ package s3
 import (
 	"errors"
 	"fmt"
+	"io"
 	iofs "io/fs"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -246,5 +248,42 @@ func TestHelpers(t *testing.T) {
 		if _, _, err := parseContentRange(in); err == nil {
 			t.Errorf("parseContentRange(%q): no error", in)
 		}
+	}
+}
+
+// TestRegionRedirect: a bucket in another region than the default chain
+// says answers 301 with x-amz-bucket-region; New follows it once, unless
+// the region was given explicitly.
+func TestRegionRedirect(t *testing.T) {
+	s3test.SetCredentialsEnv(t, s3test.AccessKey, s3test.SecretKey) // AWS_REGION=us-east-1
+	var scopes []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		auth := r.Header.Get("Authorization")
+		scopes = append(scopes, auth[strings.Index(auth, "Credential=")+11:strings.Index(auth, "/s3/aws4_request")])
+		w.Header().Set("Content-Type", "application/xml")
+		if strings.Contains(auth, "/eu-west-1/s3/") {
+			io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?><ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">`+
+				`<Name>b</Name><Prefix></Prefix><KeyCount>0</KeyCount><MaxKeys>1</MaxKeys><IsTruncated>false</IsTruncated></ListBucketResult>`)
+			return
+		}
+		w.Header().Set("X-Amz-Bucket-Region", "eu-west-1")
+		w.WriteHeader(http.StatusMovedPermanently)
+		io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>PermanentRedirect</Code>`+
+			`<Message>The bucket you are attempting to access must be addressed using the specified endpoint.</Message></Error>`)
+	}))
+	defer srv.Close()
+
+	b, err := New(t.Context(), Options{Bucket: "b", Endpoint: srv.URL, PathStyle: true})
+	if err != nil {
+		t.Fatalf("New without a region: %v", err)
+	}
+	b.Close()
+	if len(scopes) != 2 || !strings.HasSuffix(scopes[0], "/us-east-1") || !strings.HasSuffix(scopes[1], "/eu-west-1") {
+		t.Errorf("signing scopes = %q, want us-east-1 then eu-west-1", scopes)
+	}
+
+	_, err = New(t.Context(), Options{Bucket: "b", Endpoint: srv.URL, PathStyle: true, Region: "us-east-1"})
+	if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "eu-west-1") {
+		t.Errorf("New with an explicit wrong region = %v; want ErrConfig naming eu-west-1", err)
 	}
 }
