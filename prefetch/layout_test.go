@@ -304,3 +304,30 @@ func BenchmarkOrderEpoch(b *testing.B) {
 		}
 	})
 }
+
+func TestPrefetcherApplyAndWriteOrder(t *testing.T) {
+	l := testLayout(t, 20)
+	p := New(l, NewSequential(20), newFakeStore(0), Options{})
+	defer p.Close()
+	if err := p.Apply(Spec{Order: OrderTorchDist, WorldSize: 2, Ranks: []int{0, 1}, Seed: 3, Epoch: 1}); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := p.WriteOrder(&buf, "rank 1", 1, 2); err != nil {
+		t.Fatal(err)
+	}
+	o, _ := NewTorchDistributed(20, DistributedOptions{WorldSize: 2, Rank: 1, Seed: 3})
+	idx, _ := o.Epoch(1)
+	if want := l.Path(idx[0]) + "\n" + l.Path(idx[1]) + "\n"; buf.String() != want {
+		t.Errorf("got %q, want %q", buf.String(), want)
+	}
+	if s := p.Stats(); len(s.Readers) != 2 || s.Readers[1].Epoch != 1 {
+		t.Errorf("readers after Apply: %+v", s.Readers)
+	}
+	if err := p.WriteOrder(&buf, "rank 7", 0, 0); err == nil {
+		t.Error("unknown reader: no error")
+	}
+	if err := p.Apply(Spec{Order: "bogus"}); err == nil {
+		t.Error("bad spec: no error")
+	}
+}

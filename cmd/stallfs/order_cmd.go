@@ -27,6 +27,7 @@ import (
 func orderCommand() *cli.Command {
 	epoch := &cli.IntFlag{Name: "epoch", Usage: "`EPOCH` (0-based)", EnvVars: []string{"STALLFS_ORDER_EPOCH"}}
 	limit := &cli.IntFlag{Name: "limit", Usage: "print at most `N` paths (0: all)", EnvVars: []string{"STALLFS_ORDER_LIMIT"}}
+	reader := &cli.StringFlag{Name: "reader", Usage: "the reader `NAME` when several ranks share the mount (e.g. \"rank 3\"; default: the first)", EnvVars: []string{"STALLFS_ORDER_READER"}}
 	return &cli.Command{
 		Name:  "order",
 		Usage: "show, set or compute the epoch order the prefetcher predicts",
@@ -35,7 +36,7 @@ func orderCommand() *cli.Command {
 				Name:      "show",
 				Usage:     "print the predicted paths of an epoch, one per line, relative to the mount root",
 				ArgsUsage: "MOUNTPOINT",
-				Flags:     []cli.Flag{epoch, limit},
+				Flags:     []cli.Flag{epoch, limit, reader},
 				Action:    orderShow,
 			},
 			{
@@ -234,6 +235,9 @@ func orderShow(c *cli.Context) error {
 		return err
 	}
 	q := url.Values{"epoch": {strconv.Itoa(c.Int("epoch"))}, "limit": {strconv.Itoa(c.Int("limit"))}}
+	if r := c.String("reader"); r != "" {
+		q.Set("reader", r)
+	}
 	req, err := http.NewRequestWithContext(c.Context, http.MethodGet, "http://stallfs/v1/order?"+q.Encode(), nil)
 	if err != nil {
 		return err
