@@ -17,9 +17,9 @@ import (
 // ImageFolder.
 var ImageExtensions = []string{".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp"}
 
-// DALIExtensions is the image part of DALI's default file_filters for
-// fn.readers.file (matched case-insensitively).
-var DALIExtensions = []string{".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".pnm", ".ppm", ".pgm", ".pbm", ".jp2", ".webp"}
+// DALIExtensions are DALI's known image and audio extensions, the default
+// file_filters of fn.readers.file (matched case-insensitively).
+var DALIExtensions = []string{".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".pnm", ".ppm", ".pgm", ".pbm", ".jp2", ".webp", ".flac", ".ogg", ".wav"}
 
 // maxWalkDepth stops a walk that follows symlinks around a loop (Python
 // would recurse until it fails; a mount must not).
