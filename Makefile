@@ -1,5 +1,5 @@
 # stallfs: `make demo` and `make test` on a fresh Debian machine, as root.
-# Each target installs what it needs (fuse3 via apt-get) the first time.
+# Each target installs what it needs (apt-get, go install, npm ci) the first time.
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -11,8 +11,9 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -X main.version=$(VERSION)
 BENCHTIME ?= 1s
 # Debian packages installed when their command is missing: "command:package".
-# fuse3 for the mount tests; Node.js and npm for Azurite (the Azure tests).
-APT_DEPS  := fusermount3:fuse3 node:nodejs npm:npm
+# fuse3 for every mount; Node.js and npm only for the tests (Azurite).
+APT_DEPS      := fusermount3:fuse3
+APT_TEST_DEPS := node:nodejs npm:npm
 
 # Test servers, at the versions the test helpers pin: versitygw (S3) is built
 # into .cache/bin, Azurite is installed from testdata/azurite's lockfile.
@@ -21,7 +22,7 @@ VERSITYGW         := .cache/bin/versitygw
 AZURITE_DIR       := testdata/azurite
 AZURITE_VERSION   := $(shell sed -n 's/.*"azurite": "\([0-9.]*\)".*/\1/p' $(AZURITE_DIR)/package.json)
 
-.PHONY: all build test demo bench fmt vet clean deps check-go test-servers azurite
+.PHONY: all build test demo bench fmt vet clean deps test-deps check-go test-servers azurite
 
 all: build
 
@@ -31,11 +32,11 @@ check-go:
 build: check-go
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/stallfs
 
-# deps installs the Debian packages the tests, demo and benchmarks need;
-# apt-get update runs only when something is missing.
-deps:
+# apt_install installs the packages of the "command:package" list $(1) whose
+# command is missing; apt-get update runs only when something is missing.
+define apt_install
 	@missing=""; \
-	for d in $(APT_DEPS); do \
+	for d in $(1); do \
 	  command -v "$${d%%:*}" >/dev/null || missing="$$missing $${d#*:}"; \
 	done; \
 	if [ -n "$$missing" ]; then \
@@ -43,7 +44,16 @@ deps:
 	  apt-get update -qq; \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
+endef
+
+# deps installs what mounting needs (demo, bench, tests).
+deps:
+	$(call apt_install,$(APT_DEPS))
 	@test -c /dev/fuse || { echo "make: /dev/fuse is missing (load the fuse module or run the container with --device /dev/fuse)" >&2; exit 1; }
+
+# test-deps adds what only the tests need.
+test-deps: deps
+	$(call apt_install,$(APT_TEST_DEPS))
 
 # test-servers prepares the S3 and Azure emulators so that the tests do not
 # build or install them under their own timeouts.
@@ -53,7 +63,7 @@ $(VERSITYGW): | check-go
 	@test -n "$(VERSITYGW_VERSION)" || { echo "make: no versitygw version in backend/s3/s3test/s3test.go" >&2; exit 1; }
 	GOBIN=$(CURDIR)/.cache/bin $(GO) install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION)
 
-azurite: deps
+azurite: test-deps
 	@if ! grep -qs '"version": "$(AZURITE_VERSION)"' $(AZURITE_DIR)/node_modules/azurite/package.json; then \
 	  echo "npm ci --prefix $(AZURITE_DIR)"; \
 	  npm ci --no-audit --no-fund --prefix $(AZURITE_DIR); \
@@ -65,7 +75,7 @@ vet: check-go
 fmt: check-go
 	gofmt -w $$($(GO) list -f '{{.Dir}}' ./...)
 
-test: check-go deps test-servers
+test: check-go test-deps test-servers
 	$(GO) vet ./...
 	@out="$$(gofmt -l $$($(GO) list -f '{{.Dir}}' ./...))"; \
 	if [ -n "$$out" ]; then echo "gofmt needed on:" >&2; echo "$$out" >&2; exit 1; fi
