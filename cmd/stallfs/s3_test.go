@@ -8,6 +8,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"flag"
 	"io"
 	iofs "io/fs"
 	"log"
@@ -25,6 +26,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/urfave/cli/v2"
+
+	"github.com/stallfs/stallfs/backend/s3"
 	"github.com/stallfs/stallfs/backend/s3/s3test"
 )
 
@@ -254,5 +258,58 @@ func TestE2ES3MountRefused(t *testing.T) {
 				t.Errorf("%s is mounted after a refused mount", mnt)
 			}
 		})
+	}
+}
+
+func TestS3Options(t *testing.T) {
+	parse := func(t *testing.T, src string, args ...string) (s3.Options, error) {
+		t.Helper()
+		fs := flag.NewFlagSet("mount", flag.ContinueOnError)
+		for _, f := range s3Flags() {
+			if err := f.Apply(fs); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		u, err := url.Parse(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts, err := s3Options(cli.NewContext(cli.NewApp(), fs, nil), u)
+		return opts, err
+	}
+	t.Setenv("STALLFS_S3_REGION", "")
+	o, err := parse(t, "s3://bkt/train/set/", "--s3-endpoint", "https://minio:9000", "--s3-path-style",
+		"--s3-region", "eu-west-1", "--s3-profile", "p", "--s3-no-sign-request")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Bucket != "bkt" || o.Prefix != "train/set" || o.Endpoint != "https://minio:9000" || !o.PathStyle ||
+		o.Region != "eu-west-1" || o.Profile != "p" || !o.NoSignRequest {
+		t.Errorf("options = %+v", o)
+	}
+	for _, tc := range []struct{ src, endpoint string }{
+		{"s3://key:secret@bkt/x", ""},
+		{"s3:///x", ""},
+		{"s3://bkt:9000/x", ""},
+		{"s3://bkt/x?versionId=1", ""},
+		{"s3://bkt/a//b", ""},
+		{"s3://bkt/a/./b", ""},
+		{"s3://bkt", "minio:9000"},
+		{"s3://bkt", "ftp://minio"},
+	} {
+		args := []string{}
+		if tc.endpoint != "" {
+			args = append(args, "--s3-endpoint", tc.endpoint)
+		}
+		_, err := parse(t, tc.src, args...)
+		var ue *usageError
+		if !errors.As(err, &ue) {
+			t.Errorf("%s %v: %v, want a usage error", tc.src, args, err)
+		} else if strings.Contains(err.Error(), "secret") {
+			t.Errorf("%s: message %q shows the secret", tc.src, err)
+		}
 	}
 }
