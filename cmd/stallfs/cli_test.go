@@ -42,6 +42,7 @@ func TestRunBadInput(t *testing.T) {
 		{"mountpoint missing", []string{"mount", src, filepath.Join(dir, "nope")}, nil, `mountpoint "` + filepath.Join(dir, "nope") + `" does not exist`},
 		{"mountpoint not a directory", []string{"mount", src, file}, nil, `mountpoint "` + file + `" is not a directory`},
 		{"mountpoint already a mount", []string{"mount", src, "/proc"}, nil, `mountpoint "/proc" is already a mount`},
+		{"force does not replace a live mount", []string{"mount", "--force", src, "/proc"}, nil, `mountpoint "/proc" is already a mount`},
 		{"unknown scheme", []string{"mount", "gs://bucket/x", mnt}, nil, `unknown source scheme "gs"`},
 		{"malformed size", []string{"mount", src, mnt, "--chunk-size", "4XB"}, nil, `--chunk-size: malformed size "4XB"`},
 		{"malformed read-ahead", []string{"mount", "--read-ahead=lots", src, mnt}, nil, `--read-ahead: malformed size "lots"`},
