@@ -4,24 +4,29 @@
 # disk, 127.0.0.1), then read epoch after epoch, in a seeded random order
 # with N concurrent readers (scripts/epoch-reader), through
 #   - stallfs mount s3://bench (--s3-endpoint, --s3-path-style),
-#   - rclone mount (Debian rclone) without a cache (--vfs-cache-mode off),
-#   - rclone mount with its disk cache (--vfs-cache-mode full),
-# and prints MB/s and files/s per epoch. rclone runs under
-# `env -u AWS_CA_BUNDLE` (Debian's rclone refuses a bundle it cannot parse).
+#   - rclone mount (Debian rclone) without a cache (--vfs-cache-mode off)
+#     and with its disk cache (--vfs-cache-mode full, --vfs-cache-max-size
+#     BENCH_CACHE),
+# and prints MB/s and files/s per epoch (epoch 1 is cold). rclone runs
+# under `env -u AWS_CA_BUNDLE`, so that a machine-wide bundle does not
+# decide what it trusts.
 #
-# Knobs (environment): BENCH_BYTES (512MiB), BENCH_READERS (16), BENCH_EPOCHS
-# (3), BENCH_MOUNT_FLAGS (extra `stallfs mount` flags), BENCH_RCLONE_MODES
-# ("off full"), BENCH_VERIFY (1: check every byte in one extra stallfs pass),
-# BENCH_OUT (raw rows, out/bench-s3.tsv), STALLFS_BIN (bin/stallfs),
-# STALLFS_VERSITYGW (.cache/bin/versitygw, built when missing).
+# Knobs (environment): BENCH_BYTES (1GiB), BENCH_READERS (16), BENCH_EPOCHS
+# (3), BENCH_CACHE (rclone's cache size, 100G; give stallfs the same with
+# BENCH_MOUNT_FLAGS once it has cache flags), BENCH_MOUNT_FLAGS (extra
+# `stallfs mount` flags), BENCH_RCLONE_MODES ("off full"), BENCH_VERIFY (1:
+# check every byte in one extra stallfs pass), BENCH_OUT (raw rows,
+# out/bench-s3.tsv), STALLFS_BIN (bin/stallfs), STALLFS_VERSITYGW
+# (.cache/bin/versitygw, built when missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/go/bin:$PATH
 
 bin=$(realpath "${STALLFS_BIN:-bin/stallfs}")
-bytes=${BENCH_BYTES:-512MiB}
+bytes=${BENCH_BYTES:-1GiB}
 readers=${BENCH_READERS:-16}
 epochs=${BENCH_EPOCHS:-3}
+cache=${BENCH_CACHE:-100G}
 modes=${BENCH_RCLONE_MODES:-off full}
 out=${BENCH_OUT:-out/bench-s3.tsv}
 mkdir -p "$(dirname "$out")"
@@ -121,7 +126,7 @@ for mode in $modes; do
 	mkdir -p "$m"
 	echo "rclone mount --vfs-cache-mode $mode: $epochs epochs, $readers readers"
 	rcl mount vgw:bench "$m" --read-only --daemon --vfs-cache-mode "$mode" \
-		--cache-dir "$work/rclone-cache" --vfs-cache-max-size 100G --dir-cache-time 1h \
+		--cache-dir "$work/rclone-cache" --vfs-cache-max-size "$cache" --dir-cache-time 1h \
 		--log-file "$work/rclone-$mode.log"
 	wait_mounted "$m"
 	"$reader" -dir "$m" -epochs "$epochs" -readers "$readers" -seed 7 -format tsv -label "rclone-$mode" | tee -a "$out" >/dev/null
@@ -134,11 +139,11 @@ files=$(awk 'NR==1 {print $4}' "$out")
 size=$(awk 'NR==1 {printf "%.2f GB", $5/1e9}' "$out")
 echo
 echo "dataset: $files files, $size on versitygw v1.8.0 (posix, local disk, 127.0.0.1); $readers readers; $cores cores, $mem"
-echo "stallfs mount flags: ${BENCH_MOUNT_FLAGS:-(defaults)}; $(rclone version 2>/dev/null | head -1)"
+echo "stallfs mount flags: ${BENCH_MOUNT_FLAGS:-(defaults)}; $(rclone version 2>/dev/null | head -1), cache $cache"
 echo
 # Rows: label epoch readers files bytes seconds MB/s files/s.
 awk -F'\t' '
-{ labels[$1] = 1; if (!($1 in order)) { order[$1] = ++n; name[n] = $1 } mbs[$1, $2] = $7; fps[$1, $2] = $8; if ($2 > maxe) maxe = $2 }
+{ if (!($1 in order)) { order[$1] = ++n; name[n] = $1 } mbs[$1, $2] = $7; fps[$1, $2] = $8; if ($2 > maxe) maxe = $2 }
 END {
 	printf "| epoch |"; for (i = 1; i <= n; i++) printf " %s MB/s | %s files/s |", name[i], name[i]; print ""
 	printf "| ---: |"; for (i = 1; i <= n; i++) printf " ---: | ---: |"; print ""
