@@ -405,3 +405,19 @@ func TestE2EStaleMountRecovery(t *testing.T) {
 		}
 	})
 }
+
+// A foreground mount unmounted from outside exits 0, and `stallfs unmount`
+// returns only after it exited.
+func TestE2EExternalUnmountExitsZero(t *testing.T) {
+	src, mnt, _ := newMountDirs(t)
+	p := startForeground(t, src, mnt)
+	if code, _, stderr := stallfsCmd(t, "unmount", mnt); code != 0 {
+		t.Fatalf("unmount: exit %d, stderr %q", code, stderr)
+	}
+	if !processGone(p.cmd.Process.Pid) {
+		t.Error("stallfs unmount returned before the mount's process exited")
+	}
+	if err := p.waitExit(t, 10*time.Second); err != nil {
+		t.Errorf("foreground mount after an external unmount: %v, want exit status 0\n%s", err, p.stderr.String())
+	}
+}
