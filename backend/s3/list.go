@@ -108,8 +108,12 @@ func (b *Backend) List(ctx context.Context, dir string) ([]backend.Entry, error)
 			if name == "" {
 				continue // the directory's own folder marker
 			}
-			if d, ok := strings.CutSuffix(name, "/"); ok && validPath(d) && !strings.Contains(d, "/") {
-				dirs[d] = true // a child's folder marker, where a store did not fold it into CommonPrefixes
+			if i := strings.IndexByte(name, '/'); i >= 0 {
+				// A key below a child (a child's folder marker, for one)
+				// that the store did not fold into CommonPrefixes.
+				if validPath(name[:i]) {
+					dirs[name[:i]] = true
+				}
 				continue
 			}
 			if !validPath(name) {

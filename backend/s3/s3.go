@@ -270,9 +270,9 @@ func (b *Backend) Close() error {
 	return nil
 }
 
-// SkippedKeys returns how many keys were left out of listings so far
-// because they cannot be a path (an empty segment, "." or "..", a name
-// too long for the kernel, a NUL byte).
+// SkippedKeys returns how many times so far a listing left out a key
+// because it cannot be a path (an empty segment, "." or "..", a name too
+// long for the kernel, a NUL byte) or lies below a name that is a file.
 func (b *Backend) SkippedKeys() int64 { return b.skipped.Load() }
 
 // key returns the object key of path p.
