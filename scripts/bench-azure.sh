@@ -1,0 +1,207 @@
+#!/usr/bin/env bash
+# make bench-azure: the epoch benchmark over Azure Blob (Azurite). A
+# generated ImageNet-like dataset is uploaded to a real Azurite (the version
+# pinned in testdata/azurite, in-memory, 127.0.0.1), then read epoch after
+# epoch, in a seeded random order with N concurrent readers
+# (scripts/epoch-reader), through
+#   - stallfs mount az://devstoreaccount1/bench (--azure-endpoint, key from
+#     AZURE_STORAGE_ACCESS_KEY),
+#   - rclone mount (Debian rclone) of a container SAS URL, without a cache
+#     (--vfs-cache-mode off) and with its disk cache (--vfs-cache-mode full,
+#     --vfs-cache-max-size BENCH_CACHE),
+# and prints MB/s and files/s per epoch (epoch 1 is cold).
+#
+# Knobs (environment): BENCH_BYTES (1GiB), BENCH_READERS (16), BENCH_EPOCHS
+# (3), BENCH_CACHE (rclone's cache size, 100G; give stallfs the same with
+# BENCH_MOUNT_FLAGS once it has cache flags), BENCH_MOUNT_FLAGS (extra
+# `stallfs mount` flags), BENCH_RCLONE_MODES ("off full"), BENCH_VERIFY (1:
+# check every byte in one extra stallfs pass), BENCH_OUT (raw rows,
+# out/bench-azure.tsv), STALLFS_BIN (bin/stallfs).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH=/usr/local/go/bin:$PATH
+
+bin=$(realpath "${STALLFS_BIN:-bin/stallfs}")
+bytes=${BENCH_BYTES:-1GiB}
+readers=${BENCH_READERS:-16}
+epochs=${BENCH_EPOCHS:-3}
+cache=${BENCH_CACHE:-100G}
+modes=${BENCH_RCLONE_MODES:-off full}
+out=${BENCH_OUT:-out/bench-azure.tsv}
+mkdir -p "$(dirname "$out")"
+out=$(realpath "$out")
+
+# The emulator's well-known development account (public, not a secret).
+account=devstoreaccount1
+key='Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=='
+
+azdir=testdata/azurite
+if ! grep -qs '"version": "3.37.0"' "$azdir/node_modules/azurite/package.json"; then
+	echo "npm ci --prefix $azdir"
+	npm ci --no-audit --no-fund --prefix "$azdir" >/dev/null
+fi
+if ! command -v rclone >/dev/null; then
+	echo "installing rclone"
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends rclone
+fi
+
+work=$(mktemp -d /tmp/stallfs-bench-azure.XXXXXX)
+mkdir -p "$work/mnt-stallfs" "$work/azurite" "$work/sas"
+az_pid=""
+cleanup() {
+	local rc=$?
+	for m in "$work"/mnt-*; do
+		if grep -qs " $m " /proc/self/mountinfo; then
+			fusermount3 -u "$m" 2>/dev/null || umount -l "$m" || true
+		fi
+	done
+	if [ -n "$az_pid" ]; then kill "$az_pid" 2>/dev/null || true; wait "$az_pid" 2>/dev/null || true; fi
+	rm -rf "$work"
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# A free port on 127.0.0.1: the first one nothing answers on.
+port=17170
+while (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do port=$((port + 1)); done
+endpoint=http://127.0.0.1:$port/$account
+(cd "$work/azurite" && exec node "$OLDPWD/$azdir/node_modules/azurite/dist/src/blob/main.js" \
+	--blobHost 127.0.0.1 --blobPort "$port" --inMemoryPersistence --skipApiVersionCheck --loose --silent \
+	>"$work/azurite.log" 2>&1) &
+az_pid=$!
+for _ in $(seq 600); do
+	(exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
+	kill -0 "$az_pid" || { cat "$work/azurite.log" >&2; exit 1; }
+	sleep 0.05
+done
+
+# Create the container, upload the dataset (Debian's rclone 1.60 panics
+# uploading to Azurite) and make a container SAS URL for rclone, with the
+# SDK the backend uses (a throwaway program run in this module).
+cat >"$work/sas/main.go" <<'GO'
+package main
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/sas"
+	"golang.org/x/sync/errgroup"
+)
+
+func main() {
+	account, key, url, dir := os.Args[1], os.Args[2], os.Args[3], os.Args[4]
+	cred, err := container.NewSharedKeyCredential(account, key)
+	check(err)
+	c, err := container.NewClientWithSharedKeyCredential(url, cred, nil)
+	check(err)
+	ctx := context.Background()
+	_, err = c.Create(ctx, nil)
+	check(err)
+	var g errgroup.Group
+	g.SetLimit(16)
+	check(filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		g.Go(func() error {
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			_, err = c.NewBlockBlobClient(filepath.ToSlash(rel)).UploadBuffer(ctx, data, nil)
+			return err
+		})
+		return nil
+	}))
+	check(g.Wait())
+	u, err := c.GetSASURL(sas.ContainerPermissions{Read: true, List: true}, time.Now().Add(24*time.Hour), nil)
+	check(err)
+	fmt.Println(u)
+}
+
+func check(err error) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
+GO
+
+go build -o "$work/epoch-reader" ./scripts/epoch-reader
+reader=$work/epoch-reader
+echo "generating a ~$bytes ImageNet-like dataset"
+go run ./scripts/gen-dataset -out "$work/data" -bytes "$bytes" -seed 1
+echo "uploading it to Azurite at $endpoint"
+sas_url=$(go run "$work/sas/main.go" "$account" "$key" "$endpoint/bench" "$work/data")
+
+export RCLONE_CONFIG=$work/rclone.conf
+cat >"$RCLONE_CONFIG" <<CONF
+[az]
+type = azureblob
+sas_url = $sas_url
+CONF
+
+wait_mounted() {
+	for _ in $(seq 600); do
+		grep -qs " $1 " /proc/self/mountinfo && return 0
+		sleep 0.05
+	done
+	echo "bench-azure: $1 did not mount" >&2
+	return 1
+}
+
+: >"$out"
+echo "stallfs: $epochs epochs, $readers readers"
+AZURE_STORAGE_ACCESS_KEY=$key \
+	"$bin" mount --daemon --log-file "$work/stallfs.log" --azure-endpoint "$endpoint" \
+	${BENCH_MOUNT_FLAGS:-} "az://$account/bench" "$work/mnt-stallfs"
+if [ "${BENCH_VERIFY:-0}" = 1 ]; then
+	"$reader" -dir "$work/mnt-stallfs" -epochs 1 -readers "$readers" -verify-dir "$work/data" -format tsv >/dev/null
+	echo "  every byte verified"
+fi
+"$reader" -dir "$work/mnt-stallfs" -epochs "$epochs" -readers "$readers" -seed 7 -format tsv -label stallfs | tee -a "$out" >/dev/null
+"$bin" unmount "$work/mnt-stallfs"
+
+for mode in $modes; do
+	m=$work/mnt-rclone-$mode
+	mkdir -p "$m"
+	echo "rclone mount --vfs-cache-mode $mode: $epochs epochs, $readers readers"
+	rclone mount az: "$m" --read-only --daemon --vfs-cache-mode "$mode" \
+		--cache-dir "$work/rclone-cache" --vfs-cache-max-size "$cache" --dir-cache-time 1h \
+		--log-file "$work/rclone-$mode.log"
+	wait_mounted "$m"
+	"$reader" -dir "$m" -epochs "$epochs" -readers "$readers" -seed 7 -format tsv -label "rclone-$mode" | tee -a "$out" >/dev/null
+	fusermount3 -u "$m"
+done
+
+cores=$(nproc)
+mem=$(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo)
+files=$(awk 'NR==1 {print $4}' "$out")
+size=$(awk 'NR==1 {printf "%.2f GB", $5/1e9}' "$out")
+echo
+echo "dataset: $files files, $size on Azurite 3.37.0 (in memory, 127.0.0.1); $readers readers; $cores cores, $mem"
+echo "stallfs mount flags: ${BENCH_MOUNT_FLAGS:-(defaults)}; $(rclone version 2>/dev/null | head -1), cache $cache"
+echo
+# Rows: label epoch readers files bytes seconds MB/s files/s.
+awk -F'\t' '
+{ if (!($1 in order)) { order[$1] = ++n; name[n] = $1 } mbs[$1, $2] = $7; fps[$1, $2] = $8; if ($2 > maxe) maxe = $2 }
+END {
+	printf "| epoch |"; for (i = 1; i <= n; i++) printf " %s MB/s | %s files/s |", name[i], name[i]; print ""
+	printf "| ---: |"; for (i = 1; i <= n; i++) printf " ---: | ---: |"; print ""
+	for (e = 1; e <= maxe; e++) {
+		printf "| %d |", e
+		for (i = 1; i <= n; i++) printf " %.0f | %.0f |", mbs[name[i], e], fps[name[i], e]
+		print ""
+	}
+}' "$out"
+echo
+echo "raw rows: $out"
