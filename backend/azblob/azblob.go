@@ -251,8 +251,10 @@ type Stats struct {
 // Stats returns the counters.
 func (b *Backend) Stats() Stats {
 	c := &b.counters
+	calls := c.calls.Load() // before requests: a call counts before its tries
+	requests := c.requests.Load()
 	return Stats{
-		Requests: c.requests.Load(), Retries: c.requests.Load() - c.calls.Load(), Throttled: c.throttled.Load(),
+		Requests: requests, Retries: max(requests-calls, 0), Throttled: c.throttled.Load(),
 		BytesRead: c.bytesRead.Load(), Skipped: c.skipped.Load(),
 	}
 }
