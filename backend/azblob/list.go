@@ -218,15 +218,16 @@ func (b *Backend) statBlob(ctx context.Context, p string) (backend.Entry, error)
 func (b *Backend) hasChildren(ctx context.Context, p string) (bool, error) {
 	prefix := b.dirPrefix(p)
 	pager := b.client.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{
-		Prefix: &prefix, MaxResults: to32(2),
+		Prefix: &prefix, MaxResults: to32(1),
 	})
-	page, err := pager.NextPage(ctx)
-	if err != nil {
-		return false, translate("stat", p, err)
-	}
-	for _, it := range page.Segment.BlobItems {
-		// A lone "p/" marker makes p a directory too.
-		if deref(it.Name) != "" {
+	// The service may return an empty page with a continuation marker
+	// (at a partition boundary); follow it.
+	for pager.More() {
+		page, err := pager.NextPage(ctx)
+		if err != nil {
+			return false, translate("stat", p, err)
+		}
+		if len(page.Segment.BlobItems) > 0 { // any name, a lone "p/" marker too
 			return true, nil
 		}
 	}
