@@ -23,6 +23,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/urfave/cli/v2"
+
+	"github.com/stallfs/stallfs/backend/azblob"
 	"github.com/stallfs/stallfs/backend/azblob/azuritetest"
 )
 
@@ -444,4 +447,90 @@ func startForegroundArgs(t *testing.T, mnt string, args ...string) *mountProc {
 		}
 	}
 	return p
+}
+
+// azureOptionsFor parses args with the Azure flags (and the environment)
+// and returns the backend options for source with file's settings.
+func azureOptionsFor(t *testing.T, source string, file *blobfuse2Config, args ...string) (azblob.Options, error) {
+	t.Helper()
+	u, err := url.Parse(source)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var opts azblob.Options
+	var optErr error
+	app := &cli.App{
+		Name: "t", Flags: azureFlags(),
+		Action: func(c *cli.Context) error {
+			opts, optErr = azureOptions(c, u, file)
+			return nil
+		},
+	}
+	if err := app.Run(append([]string{"t"}, args...)); err != nil {
+		t.Fatalf("flags %v: %v", args, err)
+	}
+	return opts, optErr
+}
+
+func TestAzureCredentialSelection(t *testing.T) {
+	file := &blobfuse2Config{AccountKey: "ZmlsZWtleQ==", Endpoint: "http://127.0.0.1:1/acct", MaxRetries: 2}
+	keyFile := writeFile(t, "key", "a2V5ZmlsZQ==\n")
+	for _, tc := range []struct {
+		name     string
+		env      map[string]string
+		file     *blobfuse2Config
+		args     []string
+		kind     string // Credential.Kind(), or "" for a usage error
+		key      string
+		endpoint string
+	}{
+		{name: "nothing is anonymous", kind: "anonymous"},
+		{name: "blobfuse2 key variable", env: map[string]string{"AZURE_STORAGE_ACCESS_KEY": "ZW52"}, kind: "key", key: "ZW52"},
+		{name: "flag wins over env", env: map[string]string{"AZURE_STORAGE_ACCESS_KEY": "ZW52"}, args: []string{"--azure-account-key", "ZmxhZw=="}, kind: "key", key: "ZmxhZw=="},
+		{name: "env wins over file", env: map[string]string{"AZURE_STORAGE_ACCESS_KEY": "ZW52"}, file: file, kind: "key", key: "ZW52", endpoint: file.Endpoint},
+		{name: "file alone", file: file, kind: "key", key: "ZmlsZWtleQ==", endpoint: file.Endpoint},
+		{name: "key file", args: []string{"--azure-account-key-file", keyFile}, kind: "key", key: "a2V5ZmlsZQ=="},
+		{name: "sas variable", env: map[string]string{"AZURE_STORAGE_SAS_TOKEN": "?sv=1&sig=x"}, kind: "sas"},
+		{name: "connection string", env: map[string]string{"AZURE_STORAGE_CONNECTION_STRING": "UseDevelopmentStorage=true"}, kind: "connection-string"},
+		{name: "spn from blobfuse2 variables", env: map[string]string{
+			"AZURE_STORAGE_SPN_TENANT_ID": "t", "AZURE_STORAGE_SPN_CLIENT_ID": "c", "AZURE_STORAGE_SPN_CLIENT_SECRET": "s"}, kind: "token"},
+		{name: "msi by auth type variable", env: map[string]string{"AZURE_STORAGE_AUTH_TYPE": "MSI", "AZURE_STORAGE_IDENTITY_CLIENT_ID": "id"}, kind: "token"},
+		{name: "msi with two ids", args: []string{"--azure-auth-type", "msi", "--azure-identity-client-id", "a", "--azure-identity-object-id", "b"}},
+		{name: "spn without secret", args: []string{"--azure-auth-type", "spn", "--azure-tenant-id", "t", "--azure-client-id", "c"}},
+		{name: "sas mode without sas", args: []string{"--azure-auth-type", "sas"}},
+		{name: "endpoint from blobfuse2 variable", env: map[string]string{"AZURE_STORAGE_BLOB_ENDPOINT": "http://127.0.0.1:2/acct"}, kind: "anonymous", endpoint: "http://127.0.0.1:2/acct"},
+		{name: "endpoint with credentials", args: []string{"--azure-endpoint", "http://u:p@127.0.0.1/acct"}},
+		{name: "bad duration", args: []string{"--azure-try-timeout", "soon"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, k := range []string{"AZURE_STORAGE_ACCESS_KEY", "AZURE_STORAGE_KEY", "AZURE_STORAGE_SAS_TOKEN", "AZURE_STORAGE_CONNECTION_STRING",
+				"AZURE_STORAGE_AUTH_TYPE", "AZURE_STORAGE_BLOB_ENDPOINT", "AZURE_STORAGE_SPN_TENANT_ID", "AZURE_STORAGE_SPN_CLIENT_ID",
+				"AZURE_STORAGE_SPN_CLIENT_SECRET", "AZURE_STORAGE_IDENTITY_CLIENT_ID", "AZURE_OAUTH_TOKEN_FILE", "WORKLOAD_IDENTITY_TOKEN"} {
+				t.Setenv(k, tc.env[k])
+			}
+			o, err := azureOptionsFor(t, "az://acct/cont/pre", tc.file, tc.args...)
+			if tc.kind == "" {
+				var ue *usageError
+				if !errors.As(err, &ue) {
+					t.Fatalf("azureOptions = %v; want a usage error", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if o.Account != "acct" || o.Container != "cont" || o.Prefix != "pre" {
+				t.Errorf("source = %q %q %q", o.Account, o.Container, o.Prefix)
+			}
+			if got := o.Credential.Kind(); got != tc.kind {
+				t.Errorf("credential kind = %q, want %q", got, tc.kind)
+			}
+			if tc.key != "" && o.Credential.AccountKey != tc.key {
+				t.Errorf("account key = %q, want %q", o.Credential.AccountKey, tc.key)
+			}
+			if o.Endpoint != tc.endpoint {
+				t.Errorf("endpoint = %q, want %q", o.Endpoint, tc.endpoint)
+			}
+		})
+	}
 }
