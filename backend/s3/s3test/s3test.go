@@ -53,7 +53,7 @@ type Server struct {
 	exited   chan struct{}
 	stopOnce sync.Once
 	client   *awss3.Client
-	stderr   bytes.Buffer
+	output   syncBuffer
 }
 
 var bucketSeq atomic.Int64
@@ -110,51 +110,81 @@ func repoRoot() (string, error) {
 }
 
 // Start starts a versitygw server for the test and stops it in
-// t.Cleanup. It returns once the server accepts connections.
+// t.Cleanup. It returns once the server accepts connections. A server that
+// exits before listening (its port taken meanwhile) is started again on
+// another port, up to three times.
 func Start(t testing.TB) *Server {
 	t.Helper()
 	bin := Binary(t)
-	s := &Server{
-		AccessKey: AccessKey,
-		SecretKey: SecretKey,
-		Dir:       t.TempDir(),
-		exited:    make(chan struct{}),
+	dir, meta := t.TempDir(), t.TempDir()
+	var lastErr error
+	for range 3 {
+		s := &Server{
+			AccessKey: AccessKey,
+			SecretKey: SecretKey,
+			Dir:       dir,
+			Addr:      freeAddr(t),
+			exited:    make(chan struct{}),
+		}
+		s.Endpoint = "http://" + s.Addr
+		s.cmd = exec.Command(bin, "--port", s.Addr, "--region", Region, "--keep-alive", "--quiet",
+			"posix", "--sidecar", meta, s.Dir)
+		s.cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY="+AccessKey, "ROOT_SECRET_KEY="+SecretKey)
+		s.cmd.Stdout = &s.output
+		s.cmd.Stderr = &s.output
+		if err := s.cmd.Start(); err != nil {
+			t.Fatalf("s3test: start versitygw: %v", err)
+		}
+		go func() { _ = s.cmd.Wait(); close(s.exited) }()
+		t.Cleanup(s.Stop)
+		if lastErr = s.waitListening(20 * time.Second); lastErr == nil {
+			s.client = NewClient(s.Endpoint, s.AccessKey, s.SecretKey)
+			return s
+		}
+		s.Stop()
 	}
-	s.Addr = freeAddr(t)
-	s.Endpoint = "http://" + s.Addr
-	s.cmd = exec.Command(bin, "--port", s.Addr, "--region", Region, "--keep-alive", "--quiet", "posix", "--sidecar", t.TempDir(), s.Dir)
-	s.cmd.Env = append(os.Environ(),
-		"ROOT_ACCESS_KEY="+AccessKey, "ROOT_SECRET_KEY="+SecretKey)
-	s.cmd.Stdout = &s.stderr
-	s.cmd.Stderr = &s.stderr
-	if err := s.cmd.Start(); err != nil {
-		t.Fatalf("s3test: start versitygw: %v", err)
-	}
-	go func() { _ = s.cmd.Wait(); close(s.exited) }()
-	t.Cleanup(s.Stop)
+	t.Fatalf("s3test: %v", lastErr)
+	return nil
+}
 
-	deadline := time.Now().Add(20 * time.Second)
+// waitListening polls the port until it accepts a connection, the process
+// exits, or d passes.
+func (s *Server) waitListening(d time.Duration) error {
+	deadline := time.Now().Add(d)
 	for {
 		c, err := net.DialTimeout("tcp", s.Addr, 200*time.Millisecond)
 		if err == nil {
 			c.Close()
-			break
-		}
-		select {
-		case <-s.exited:
-			t.Fatalf("s3test: versitygw exited before listening: %s", s.stderr.String())
-		default:
+			return nil
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("s3test: versitygw not listening on %s after 20s: %s", s.Addr, s.stderr.String())
+			return fmt.Errorf("versitygw not listening on %s after %v: %s", s.Addr, d, s.output.String())
 		}
 		select {
 		case <-s.exited:
+			return fmt.Errorf("versitygw exited before listening on %s: %s", s.Addr, s.output.String())
 		case <-time.After(20 * time.Millisecond): // poll interval, not a synchronisation
 		}
 	}
-	s.client = NewClient(s.Endpoint, s.AccessKey, s.SecretKey)
-	return s
+}
+
+// syncBuffer is a bytes.Buffer that the process's output copier and the
+// test may use at once.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // freeAddr returns a 127.0.0.1 address with a port that was free a moment
