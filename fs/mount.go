@@ -147,6 +147,7 @@ type Mount struct {
 	started    time.Time
 	cancel     context.CancelFunc
 	uid, gid   uint32
+	observer   Observer // set in BeforeMount only
 
 	unmountOnce sync.Once
 	unmountErr  error

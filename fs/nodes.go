@@ -181,13 +181,7 @@ var (
 )
 
 func (m *Mount) newFileNode(id uint32) *fileNode {
-	e := m.tree.fileEnt[id]
-	return &fileNode{m: m, ent: e, ref: fileRef{
-		id:      id,
-		path:    m.tree.pathOf(e),
-		version: m.tree.str(m.tree.fileVer[id]),
-		size:    m.tree.ents[e].size,
-	}}
+	return &fileNode{m: m, ent: m.tree.fileEnt[id], ref: m.fileRef(id)}
 }
 
 func (f *fileNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
@@ -208,6 +202,9 @@ func (f *fileNode) Getxattr(ctx context.Context, attr string, dest []byte) (uint
 func (f *fileNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
 	if flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0 {
 		return nil, 0, syscall.EROFS
+	}
+	if f.m.observer != nil {
+		f.m.observer.Observe(f.ref.path)
 	}
 	var ff uint32 = fuse.FOPEN_DIRECT_IO
 	if f.m.opts.KernelCache {

@@ -314,6 +314,13 @@ func (r *reader) fetch(key mincache.Key, buf []byte) error {
 		}
 		var n int
 		n, err = r.b.ReadAt(r.life, key.Path, key.Version, buf, off)
+		if br, ok := r.o.recorder.(backendRecorder); ok {
+			var rerr error
+			if n != len(buf) || (err != nil && !errors.Is(err, io.EOF)) {
+				rerr = cmpErr(err, io.ErrUnexpectedEOF)
+			}
+			br.BackendRequest(rerr, try > 0)
+		}
 		if n == len(buf) && (err == nil || errors.Is(err, io.EOF)) {
 			return nil
 		}
@@ -326,6 +333,20 @@ func (r *reader) fetch(key mincache.Key, buf []byte) error {
 		}
 	}
 	return err
+}
+
+// backendRecorder is implemented by Recorders that count backend requests,
+// errors and retries (stats.Recorder does).
+type backendRecorder interface {
+	BackendRequest(err error, retried bool)
+}
+
+// cmpErr returns err if it is an error, else alt.
+func cmpErr(err, alt error) error {
+	if err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	return alt
 }
 
 func retryable(err error) bool {

@@ -52,6 +52,7 @@ type mountConfig struct {
 	AttrTimeout time.Duration
 	LogLevel    slog.Level
 	LogFile     string // "" = stderr
+	Pipeline    pipelineConfig
 }
 
 // config validates f without touching the file system beyond making paths

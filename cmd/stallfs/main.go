@@ -70,6 +70,9 @@ func (a *cliApp) newApp() *cli.App {
 			a.mountCommand(),
 			a.unmountCommand(),
 			a.versionCommand(),
+			statsCommand(),
+			cacheCommand(),
+			orderCommand(),
 		},
 	}
 	for _, c := range app.Commands {

@@ -37,7 +37,7 @@ func (a *cliApp) mountCommand() *cli.Command {
 		Name:      "mount",
 		Usage:     "mount SOURCE (a directory, file:///path, s3://bucket/prefix, az://account/container) read-only at MOUNTPOINT",
 		ArgsUsage: "SOURCE MOUNTPOINT",
-		Flags:     append(flags, sourceFlags(openers)...),
+		Flags:     append(append(flags, pipelineFlags()...), sourceFlags(openers)...),
 		Action: func(c *cli.Context) error {
 			if err := a.mount(c, openers); err != nil {
 				return fmt.Errorf("mount: %w", err)
@@ -72,11 +72,15 @@ func (a *cliApp) mount(c *cli.Context, openers map[string]sourceOpener) error {
 	if raw.Args, err = impliedSource(c, openers, raw.Args); err != nil {
 		return err
 	}
-	if _, err = a.applyBlobfuse2(c, &raw); err != nil { // --config-file
+	bf, err := a.applyBlobfuse2(c, &raw) // --config-file
+	if err != nil {
 		return err
 	}
 	cfg, err := raw.config(sourceSchemes(openers))
 	if err != nil {
+		return err
+	}
+	if cfg.Pipeline, err = readPipelineConfig(c, bf); err != nil {
 		return err
 	}
 	ready, isChild, err := readyPipeFromEnv(a.getenv)
@@ -153,8 +157,16 @@ func (a *cliApp) mountForeground(c *cli.Context, cfg mountConfig, openers map[st
 		}
 	}
 
+	pl, b, err := newPipeline(cfg.Pipeline, b, log)
+	if err != nil {
+		return err
+	}
+	defer pl.close()
+
 	log.Info("mounting", "config", cfg.String())
-	m, err := fs.New(ctx, cfg.Mountpoint, b, cfg.fsOptions(log))
+	opts := cfg.fsOptions(log)
+	pl.apply(&opts)
+	m, err := fs.New(ctx, cfg.Mountpoint, b, opts)
 	if err != nil {
 		return fmt.Errorf("%s at %s: %w", b.String(), cfg.Mountpoint, err)
 	}
