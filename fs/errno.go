@@ -22,9 +22,17 @@ func toErrno(err error) syscall.Errno {
 	if errors.Is(err, backend.ErrStale) {
 		return syscall.EIO
 	}
+	// Only errnos that mean the same to the reader pass through; a
+	// network errno from a backend's transport (ECONNREFUSED, ETIMEDOUT)
+	// would make no sense to a reader of a file: it becomes EIO.
 	var errno syscall.Errno
-	if errors.As(err, &errno) && errno != 0 && errno != syscall.ENOSYS {
-		return errno
+	if errors.As(err, &errno) {
+		switch errno {
+		case syscall.ENOENT, syscall.EACCES, syscall.EPERM, syscall.EINTR, syscall.EROFS,
+			syscall.ENOTDIR, syscall.EISDIR, syscall.ENAMETOOLONG, syscall.EINVAL:
+			return errno
+		}
+		return syscall.EIO
 	}
 	switch {
 	case errors.Is(err, iofs.ErrNotExist):

@@ -35,6 +35,8 @@ func TestToErrno(t *testing.T) {
 		{syscall.ENOSYS, syscall.EIO}, // never ENOSYS
 		{fmt.Errorf("x: %w", syscall.ENOSYS), syscall.EIO},
 		{errClosed, syscall.EIO},
+		{fmt.Errorf("dial: %w", syscall.ECONNREFUSED), syscall.EIO}, // transport errnos mean nothing to a reader
+		{&os.SyscallError{Syscall: "read", Err: syscall.ETIMEDOUT}, syscall.EIO},
 	}
 	for _, tc := range cases {
 		if got := toErrno(tc.err); got != tc.want {
