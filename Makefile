@@ -22,7 +22,7 @@ VERSITYGW         := .cache/bin/versitygw
 AZURITE_DIR       := testdata/azurite
 AZURITE_VERSION   := $(shell sed -n 's/.*"azurite": "\([0-9.]*\)".*/\1/p' $(AZURITE_DIR)/package.json)
 
-.PHONY: all build test demo bench bench-s3 bench-azure fmt vet clean deps test-deps check-go test-servers azurite
+.PHONY: all build test demo bench bench-cache bench-s3 bench-azure fmt vet clean deps test-deps check-go test-servers azurite
 
 all: build
 
@@ -87,6 +87,11 @@ demo: build deps
 bench: build deps
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./...
 	STALLFS_BIN=$(BIN) scripts/bench-mount.sh
+
+# The MinIO cache against the page cache under per-epoch random order
+# (root: cgroups, drop_caches); figures go to docs/benchmarks.md.
+bench-cache: build deps
+	STALLFS_BIN=$(BIN) scripts/bench-cache.sh
 
 # The object-store epoch benchmarks against the test servers (and rclone,
 # which the scripts install); figures go to docs/s3.md and docs/azure.md.
