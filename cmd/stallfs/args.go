@@ -10,7 +10,9 @@ import (
 // so that `stallfs mount SRC MNT --daemon` works: urfave/cli v2 (like the
 // flag package) stops parsing flags at the first positional argument.
 // Positional arguments go after a "--", so a path that starts with "-" is
-// still a path. Unknown flags are kept and fail later as unknown flags.
+// still a path. Unknown flags are kept and fail later as unknown flags. The
+// flags of a subcommand (`stallfs order show MNT --epoch 2`) are moved the
+// same way.
 func reorderArgs(app *cli.App, args []string) []string {
 	i := 1
 	for i < len(args) && isFlagToken(args[i]) {
@@ -30,6 +32,16 @@ func reorderArgs(app *cli.App, args []string) []string {
 	}
 	if cmd == nil {
 		return args
+	}
+	// Descend into subcommands named right after their parent
+	// (`stallfs cache info MNT --json`): the leaf's flags are reordered.
+	for i+1 < len(args) && len(cmd.Subcommands) > 0 {
+		sub := cmd.Command(args[i+1])
+		if sub == nil {
+			break
+		}
+		cmd = sub
+		i++
 	}
 	takesValue := map[string]bool{}
 	for _, f := range cmd.Flags {

@@ -177,6 +177,14 @@ func TestEveryFlagHasEnvVar(t *testing.T) {
 
 func TestReorderArgs(t *testing.T) {
 	app := (&cliApp{getenv: os.Getenv}).newApp()
+	app.Commands = append(app.Commands, &cli.Command{
+		Name:  "sub",
+		Flags: []cli.Flag{&cli.BoolFlag{Name: "b"}},
+		Subcommands: []*cli.Command{{
+			Name:  "leaf",
+			Flags: []cli.Flag{&cli.IntFlag{Name: "n"}, &cli.BoolFlag{Name: "b"}},
+		}},
+	})
 	tests := []struct {
 		in, want string
 	}{
@@ -188,6 +196,9 @@ func TestReorderArgs(t *testing.T) {
 		{"stallfs unmount MNT --lazy", "stallfs unmount --lazy -- MNT"},
 		{"stallfs umount MNT -z", "stallfs umount -z -- MNT"},
 		{"stallfs version", "stallfs version"},
+		{"stallfs sub leaf MNT --n 2 --b", "stallfs sub leaf --n 2 --b -- MNT"},
+		{"stallfs sub MNT --b", "stallfs sub --b -- MNT"},
+		{"stallfs sub nosuch MNT", "stallfs sub -- nosuch MNT"},
 		{"stallfs nosuch a --b", "stallfs nosuch a --b"},
 		{"stallfs", "stallfs"},
 		{"stallfs --help", "stallfs --help"},
