@@ -82,6 +82,7 @@ type reader struct {
 
 	flights singleflight.Group
 	recent  recentItems
+	peer    peerState // see peers.go
 	errs    errOnce
 
 	mu     sync.Mutex
@@ -188,6 +189,7 @@ func (r *reader) read(ctx context.Context, f *fileRef, seq *seqState, dest []byt
 type fillResult struct {
 	buf  []byte
 	tier mincache.Tier
+	src  stats.Source // Backend or Peer
 }
 
 // readItem copies len(dest) bytes of item key, starting at offInItem, into
@@ -222,7 +224,7 @@ func (r *reader) readItem(ctx context.Context, file uint32, key mincache.Key, it
 		}
 		copy(dest, res.buf[offInItem:])
 		r.recent.consume(key, len(dest))
-		r.record(file, stats.Backend, len(dest), time.Since(start))
+		r.record(file, res.src, len(dest), time.Since(start))
 		return nil
 	}
 }
@@ -273,19 +275,13 @@ func (r *reader) doFill(key mincache.Key, itemLen int64, stage bool) (fillResult
 			return fillResult{}, nil
 		}
 	}
-	select {
-	case r.sem <- struct{}{}:
-	case <-r.life.Done():
-		return fillResult{}, errClosed
-	}
-	defer func() { <-r.sem }()
-	buf := make([]byte, itemLen)
-	if err := r.fetch(key, buf); err != nil {
-		r.errs.log(r.o.log, key, err)
+	// Local tiers missed: the owner peer, else the backend.
+	buf, src, err := r.load(key, itemLen)
+	if err != nil {
 		return fillResult{}, err
 	}
-	res := fillResult{buf: buf}
-	if r.o.cache != nil {
+	res := fillResult{buf: buf, src: src}
+	if r.o.cache != nil && r.admits(key) {
 		res.tier = r.o.cache.Admit(key, buf)
 	}
 	if res.tier == mincache.None && stage {
