@@ -67,7 +67,7 @@ files=$(awk 'NR==1 {print $4}' "$out")
 size=$(awk 'NR==1 {printf "%.2f GB", $5/1e9}' "$out")
 echo
 echo "dataset: $files files, $size; $epochs measured epochs per point after a warm pass; $cores cores, $mem"
-echo "mount flags: ${BENCH_MOUNT_FLAGS:-(defaults: direct I/O)}"
+echo "mount flags: ${BENCH_MOUNT_FLAGS:-(defaults)}"
 echo
 # Rows: label epoch readers files bytes seconds MB/s files/s. Rates are
 # totals over the measured epochs (bytes / seconds).
