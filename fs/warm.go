@@ -5,6 +5,8 @@ import (
 	"fmt"
 	iofs "io/fs"
 	"strings"
+
+	"github.com/stallfs/stallfs/mincache"
 )
 
 // Observer is told which file a reader opened, with the file's path
@@ -28,7 +30,8 @@ type prefetchRecorder interface {
 // staged, through the same shared fill as reads: a reader that arrives
 // while the fill runs waits on it instead of starting a second one. An item
 // the cache does not admit is staged until it has been read once, then
-// dropped. Warm reports whether anything was fetched from the backend. It
+// dropped; Warm of an item still staged fetches it again and holds it for
+// one more read. Warm reports whether anything was fetched from the backend. It
 // implements prefetch.Warmer.
 func (m *Mount) Warm(ctx context.Context, path string) (fetched bool, err error) {
 	id, ok := m.FileID(strings.TrimPrefix(path, "/"))
@@ -43,10 +46,25 @@ func (m *Mount) Warm(ctx context.Context, path string) (fetched bool, err error)
 	}
 	for k := int64(0); k < items; k++ {
 		key := r.key(&f, k)
-		if r.recent.has(key) || (r.o.cache != nil && r.cached(key)) {
+		if r.o.cache != nil && r.cached(key) {
 			continue
 		}
 		ilen := r.itemLen(&f, k)
+		if r.recent.has(key) {
+			// Staged for a read that has not come yet: the prefetcher
+			// runs into the next epoch and the item is in both. Fetch it
+			// again for the later read, as the MinIO accounting expects
+			// (staging is not a cache), and hold it for one more read;
+			// else the first read drops it and the later one misses.
+			if err := r.refetch(ctx, key, ilen); err != nil {
+				return fetched, err
+			}
+			fetched = true
+			if pr, ok := r.o.recorder.(prefetchRecorder); ok {
+				pr.Prefetched(id, ilen)
+			}
+			continue
+		}
 		res, err := r.fill(ctx, key, ilen, true)
 		if err != nil {
 			return fetched, err
@@ -59,6 +77,46 @@ func (m *Mount) Warm(ctx context.Context, path string) (fetched bool, err error)
 		}
 	}
 	return fetched, nil
+}
+
+// refetch reads staged item key from the backend again, in a fill slot,
+// and holds the item for one more read (staging the new copy if the held
+// one was read through meanwhile).
+func (r *reader) refetch(ctx context.Context, key mincache.Key, ilen int64) error {
+	if !r.begin() {
+		return errClosed
+	}
+	defer r.wg.Done()
+	select {
+	case r.sem <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("warm %s: %w", key.Path, ctx.Err())
+	case <-r.life.Done():
+		return errClosed
+	}
+	buf := make([]byte, ilen)
+	err := r.fetch(key, buf)
+	<-r.sem
+	if err != nil {
+		r.errs.log(r.o.log, key, err)
+		return err
+	}
+	if !r.recent.rearm(key) {
+		r.recent.add(key, buf)
+	}
+	return nil
+}
+
+// rearm holds staged item k for one more full read and reports whether k
+// was staged.
+func (c *recentItems) rearm(k mincache.Key) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st, ok := c.m[k]
+	if ok {
+		st.left += int64(len(st.buf))
+	}
+	return ok
 }
 
 // Size returns the size of the file at path; the prefetcher uses it to
