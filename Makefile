@@ -22,7 +22,7 @@ VERSITYGW         := .cache/bin/versitygw
 AZURITE_DIR       := testdata/azurite
 AZURITE_VERSION   := $(shell sed -n 's/.*"azurite": "\([0-9.]*\)".*/\1/p' $(AZURITE_DIR)/package.json)
 
-.PHONY: all build test demo bench bench-cache bench-s3 bench-azure fmt vet clean deps test-deps check-go test-servers azurite
+.PHONY: all build test demo bench bench-cache bench-prefetch bench-s3 bench-azure fmt vet clean deps test-deps torch-deps check-go test-servers azurite
 
 all: build
 
@@ -52,8 +52,16 @@ deps:
 	@test -c /dev/fuse || { echo "make: /dev/fuse is missing (load the fuse module or run the container with --device /dev/fuse)" >&2; exit 1; }
 
 # test-deps adds what only the tests need.
-test-deps: deps
+test-deps: deps torch-deps
 	$(call apt_install,$(APT_TEST_DEPS))
+
+# torch-deps installs Debian's PyTorch and torchvision for /usr/bin/python3
+# (the order tests and scripts/train_loader.py).
+torch-deps:
+	@/usr/bin/python3 -c 'import torch, torchvision' 2>/dev/null || { \
+	  echo "installing: python3-torch python3-torchvision"; \
+	  apt-get update -qq; \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-torch python3-torchvision; }
 
 # test-servers prepares the S3 and Azure emulators so that the tests do not
 # build or install them under their own timeouts.
@@ -92,6 +100,11 @@ bench: build deps
 # (root: cgroups, drop_caches); figures go to docs/benchmarks.md.
 bench-cache: build deps
 	STALLFS_BIN=$(BIN) scripts/bench-cache.sh
+
+# Epoch-order prefetch: fetch stall per epoch with and without, a PyTorch
+# DataLoader over a throttled mount; figures go to docs/benchmarks.md.
+bench-prefetch: build deps torch-deps
+	STALLFS_BIN=$(BIN) scripts/bench-prefetch.sh
 
 # The object-store epoch benchmarks against the test servers (and rclone,
 # which the scripts install); figures go to docs/s3.md and docs/azure.md.
