@@ -13,7 +13,7 @@ BENCHTIME ?= 1s
 # Debian packages installed when their command is missing: "command:package".
 # fuse3 for every mount; Node.js and npm only for the tests (Azurite).
 APT_DEPS      := fusermount3:fuse3
-APT_TEST_DEPS := node:nodejs npm:npm
+APT_TEST_DEPS := node:nodejs npm:npm g++:g++
 
 # Test servers, at the versions the test helpers pin: versitygw (S3) is built
 # into .cache/bin, Azurite is installed from testdata/azurite's lockfile.
