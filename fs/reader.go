@@ -83,6 +83,7 @@ type reader struct {
 	flights singleflight.Group
 	recent  recentItems
 	peer    peerState // see peers.go
+	owed    owedItems
 	errs    errOnce
 
 	mu     sync.Mutex
@@ -190,6 +191,7 @@ type fillResult struct {
 	buf  []byte
 	tier mincache.Tier
 	src  stats.Source // Backend or Peer
+	led  *fetchLedger // the fetch's bytes not yet taken by a read
 }
 
 // readItem copies len(dest) bytes of item key, starting at offInItem, into
@@ -198,12 +200,22 @@ func (r *reader) readItem(ctx context.Context, file uint32, key mincache.Key, it
 	for attempt := 0; ; attempt++ {
 		if r.o.cache != nil {
 			if _, t, ok := r.o.cache.ReadAt(key, dest, offInItem); ok {
-				r.record(file, tierSource(t), len(dest), 0)
+				// The rest of an item that a read's fill admitted is
+				// still the backend's until read once.
+				b, src, _ := r.owed.take(key, int64(len(dest)))
+				r.record(file, src, int(b), 0)
+				r.record(file, tierSource(t), len(dest)-int(b), 0)
 				return nil
 			}
 		}
 		if r.recent.copyOut(key, dest, offInItem) {
-			r.record(file, stats.Backend, len(dest), 0)
+			b, src, ok := r.owed.take(key, int64(len(dest)))
+			if !ok {
+				// Staged by the prefetcher, or forgotten.
+				b, src = int64(len(dest)), stats.Backend
+			}
+			r.record(file, src, int(b), 0)
+			r.record(file, stats.Memory, len(dest)-int(b), 0)
 			return nil
 		}
 		start := time.Now()
@@ -212,7 +224,7 @@ func (r *reader) readItem(ctx context.Context, file uint32, key mincache.Key, it
 		// outside the cache, so what the cache did not admit costs a
 		// backend read next time, as the MinIO accounting expects.
 		stage := offInItem != 0 || int64(len(dest)) < itemLen
-		res, err := r.fill(ctx, key, itemLen, stage)
+		res, err := r.join(ctx, key, itemLen, stage, true)
 		if err != nil {
 			return err
 		}
@@ -224,13 +236,24 @@ func (r *reader) readItem(ctx context.Context, file uint32, key mincache.Key, it
 		}
 		copy(dest, res.buf[offInItem:])
 		r.recent.consume(key, len(dest))
-		r.record(file, res.src, len(dest), time.Since(start))
+		// Bytes beyond the fetch's (a second reader of this part joined
+		// the fill) crossed the backend once: they are a hit of the fill.
+		blocked := time.Since(start)
+		b := res.led.take(int64(len(dest)))
+		if res.led.left.Load() == 0 {
+			r.owed.remove(key, res.led)
+		}
+		if b > 0 {
+			r.record(file, res.src, int(b), blocked)
+			blocked = 0
+		}
+		r.record(file, stats.Memory, len(dest)-int(b), blocked)
 		return nil
 	}
 }
 
 func (r *reader) record(file uint32, src stats.Source, n int, blocked time.Duration) {
-	if r.o.recorder != nil {
+	if r.o.recorder != nil && n > 0 {
 		r.o.recorder.Read(file, src, int64(n), blocked)
 	}
 }
@@ -248,8 +271,17 @@ func keyString(k mincache.Key) string {
 
 // fill joins or starts the one backend fill of key and waits for it, or
 // for ctx (then it returns a context.Canceled error; the fill goes on).
+// It is the prefetcher's: the bytes it fetches are counted as prefetched,
+// not owed to the backend by later reads.
 func (r *reader) fill(ctx context.Context, key mincache.Key, itemLen int64, stage bool) (fillResult, error) {
-	ch := r.flights.DoChan(keyString(key), func() (any, error) { return r.doFill(key, itemLen, stage) })
+	return r.join(ctx, key, itemLen, stage, false)
+}
+
+// join is fill; with owe, a fill that this call starts leaves the bytes no
+// waiter took owed to the backend when the cache admits the item (see
+// owedItems).
+func (r *reader) join(ctx context.Context, key mincache.Key, itemLen int64, stage, owe bool) (fillResult, error) {
+	ch := r.flights.DoChan(keyString(key), func() (any, error) { return r.doFill(key, itemLen, stage, owe) })
 	select {
 	case res := <-ch:
 		if res.Err != nil {
@@ -265,7 +297,7 @@ func (r *reader) fill(ctx context.Context, key mincache.Key, itemLen int64, stag
 // cache again (another flight may have just admitted the item), takes a
 // fill slot, reads the whole item with bounded retries and admits it; with
 // stage, an item the cache did not take is kept in the recent buffer.
-func (r *reader) doFill(key mincache.Key, itemLen int64, stage bool) (fillResult, error) {
+func (r *reader) doFill(key mincache.Key, itemLen int64, stage, owe bool) (fillResult, error) {
 	if !r.begin() {
 		return fillResult{}, errClosed
 	}
@@ -280,7 +312,7 @@ func (r *reader) doFill(key mincache.Key, itemLen int64, stage bool) (fillResult
 	if err != nil {
 		return fillResult{}, err
 	}
-	res := fillResult{buf: buf, src: src}
+	res := fillResult{buf: buf, src: src, led: newFetchLedger(itemLen, src)}
 	if r.o.cache != nil && r.admits(key) {
 		res.tier = r.o.cache.Admit(key, buf)
 	}
@@ -289,6 +321,9 @@ func (r *reader) doFill(key mincache.Key, itemLen int64, stage bool) (fillResult
 		// are at most 1 MiB, items up to the chunk size) and readahead
 		// find it.
 		r.recent.add(key, buf)
+	}
+	if owe && (res.tier != mincache.None || (stage && r.recent.has(key))) {
+		r.owed.add(key, res.led)
 	}
 	return res, nil
 }
@@ -392,8 +427,110 @@ func (r *reader) prefetch(key mincache.Key, itemLen int64) {
 		defer r.wg.Done()
 		defer func() { <-r.ra }()
 		select {
-		case <-r.flights.DoChan(keyString(key), func() (any, error) { return r.doFill(key, itemLen, true) }):
+		case <-r.flights.DoChan(keyString(key), func() (any, error) { return r.doFill(key, itemLen, true, true) }):
 		case <-r.life.Done():
 		}
 	}()
+}
+
+// fetchLedger counts the bytes of one fetch (from the backend or a peer)
+// that no read has taken yet. The first itemLen bytes handed out from a
+// fetch are its source's, whichever read takes them (a waiter of the fill,
+// a later part from the recent buffer or, see owedItems, from the cache);
+// bytes beyond them (a second reader of the same part joined the fill)
+// crossed the network once and count as a memory hit of the fill. So the
+// bytes read with source Backend equal the bytes fetched for reads, as an
+// independent count of the backend's bytes sees them.
+type fetchLedger struct {
+	src  stats.Source // immutable
+	left atomic.Int64
+}
+
+func newFetchLedger(n int64, src stats.Source) *fetchLedger {
+	l := &fetchLedger{src: src}
+	l.left.Store(n)
+	return l
+}
+
+// take takes up to n of the bytes left and returns how many it took.
+func (l *fetchLedger) take(n int64) int64 {
+	for {
+		left := l.left.Load()
+		t := min(n, left)
+		if t <= 0 {
+			return 0
+		}
+		if l.left.CompareAndSwap(left, left-t) {
+			return t
+		}
+	}
+}
+
+// owedMax bounds the owed ledgers kept; items admitted but never read
+// through (a tar's header read alone) would otherwise pile up. When full,
+// all are forgotten (as errOnce does): the rest of a forgotten item counts
+// as a cache hit, or as the backend's when read from the recent buffer.
+const owedMax = 4096
+
+// owedItems holds the ledgers of items that a read's fill admitted to the
+// cache or staged in the recent buffer: the later parts that readers take
+// from there are the backend's until the item's fetched bytes were all
+// taken once. The cache-hit path checks n without the lock; it is 0 in
+// steady state (every item read through).
+type owedItems struct {
+	n  atomic.Int64 // len(m)
+	mu sync.Mutex
+	m  map[mincache.Key]*fetchLedger // guarded by mu
+}
+
+func (o *owedItems) add(k mincache.Key, l *fetchLedger) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.m == nil {
+		o.m = map[mincache.Key]*fetchLedger{}
+	}
+	if len(o.m) >= owedMax {
+		o.m = map[mincache.Key]*fetchLedger{}
+		o.n.Store(0)
+	}
+	if _, ok := o.m[k]; !ok {
+		o.n.Add(1)
+	}
+	o.m[k] = l
+}
+
+// take takes up to n owed bytes of item k and returns how many it took
+// and their source; ok reports whether k had a ledger.
+func (o *owedItems) take(k mincache.Key, n int64) (took int64, src stats.Source, ok bool) {
+	if o.n.Load() == 0 {
+		return 0, stats.Backend, false
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	l, ok := o.m[k]
+	if !ok {
+		return 0, stats.Backend, false
+	}
+	took = l.take(n)
+	if l.left.Load() == 0 {
+		o.removeLocked(k, l)
+	}
+	return took, l.src, true
+}
+
+// remove forgets item k's ledger l once it has nothing left.
+func (o *owedItems) remove(k mincache.Key, l *fetchLedger) {
+	if o.n.Load() == 0 {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.removeLocked(k, l)
+}
+
+func (o *owedItems) removeLocked(k mincache.Key, l *fetchLedger) {
+	if cur, ok := o.m[k]; ok && cur == l {
+		delete(o.m, k)
+		o.n.Add(-1)
+	}
 }
