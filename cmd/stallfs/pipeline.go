@@ -247,6 +247,14 @@ func (p *pipeline) beforeMount(m *fs.Mount) error {
 		Logger:       p.log.With("component", "stats"),
 	})
 	m.SetRecorder(p.rec)
+	if p.thr != nil {
+		// Counted below the read path: an independent check of
+		// stallfs_read_bytes_total{source="backend"}.
+		p.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "stallfs_throttle_read_bytes_total",
+			Help: "Bytes the throttled backend returned (only with --backend-latency or --backend-bandwidth).",
+		}, func() float64 { return float64(p.thr.Counters().ReadBytes) }))
+	}
 	m.Handle("GET /v1/stats", http.HandlerFunc(p.serveStats))
 	m.Handle("POST /v1/epoch", http.HandlerFunc(p.serveEpoch))
 	m.Handle("GET /v1/cache", http.HandlerFunc(p.serveCacheInfo))
