@@ -89,8 +89,7 @@ done
 column -t "$out"
 # The ratio the target is about: fetch stall with prefetch / without, per
 # f, over the epochs after the first (the first is cold for both).
-awk -F'\t' 'NR > 1 && $3 > 1 { s[$1 "\t" $2] += $5; w[$1 "\t" $2] += $6 }
-	END { for (k in s) { split(k, a, "\t"); if (a[2] == "off") {
-		on = a[1] "\tCON"; sub("CON", "on", on)
-		printf "f=%s epochs 2..: fetch stall %.3fs without prefetch, %.3fs with (%.1f%%); wall with a read waiting %.3fs vs %.3fs\n",
-			a[1], s[k], s[on], s[k] > 0 ? 100 * s[on] / s[k] : 0, w[k], w[on] } } }' "$out"
+awk -F'\t' 'NR > 1 && $3 > 1 { s[$1, $2] += $5; w[$1, $2] += $6; f[$1] = 1 }
+	END { for (x in f) {
+		r = (s[x, "off"] > 0) ? 100 * s[x, "on"] / s[x, "off"] : 0
+		printf "f=%s epochs 2..: fetch stall %.3fs without prefetch, %.3fs with (%.2f%%); wall time with a read waiting %.3fs vs %.3fs\n", x, s[x, "off"], s[x, "on"], r, w[x, "off"], w[x, "on"] } }' "$out"
