@@ -201,7 +201,11 @@ func runLoader(t *testing.T, py string, ds loaderDataset, epochs int, prefetch b
 		"--backend-latency", "10ms", "--backend-bandwidth", "50MB/s"}
 	if prefetch {
 		args = append(args, "--order", "torch-distributed", "--seed", strconv.Itoa(loaderSeed),
-			"--world-size", "1", "--rank", "0", "--layout", "imagefolder")
+			"--world-size", "1", "--rank", "0", "--layout", "imagefolder",
+			// Less than an epoch ahead (the loader's reorder window is
+			// 2 workers x 2 batches of 8), so the prefetcher has to keep
+			// pace during the epoch rather than fetch it all between.
+			"--prefetch-ahead", "64")
 	}
 	p := startForeground(t, ds.root, mnt, args...)
 	pid := p.cmd.Process.Pid
