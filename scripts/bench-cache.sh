@@ -185,7 +185,7 @@ END {
 	n = split("'"$fractions"'", fr, " ")
 	for (i = 1; i <= n; i++) for (e = 1; e <= '"$epochs"'; e++) {
 		k = fr[i] SUBSEP e; id = ideal[fr[i]]
-		printf "| %s | %d | %d | %.3f | %d | %.4f | %d | %d | %d |\n", fr[i], e, base[k], base[k] / id, st[k], st[k] / id, (e == 1 ? D : D - used[fr[i]]), own[k], id
+		printf "| %s | %d | %.0f | %.3f | %.0f | %.4f | %.0f | %.0f | %.0f |\n", fr[i], e, base[k], base[k] / id, st[k], st[k] / id, (e == 1 ? D : D - used[fr[i]]), own[k], id
 	}
 }' "$out"
 echo
