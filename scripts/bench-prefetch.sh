@@ -16,7 +16,7 @@
 # backend bytes the reads took, and the loop's own data stall (time waiting
 # for the next batch, which includes JPEG decode on the workers).
 #
-# Knobs (environment): BENCH_FILES (600), BENCH_MEAN (32KiB), BENCH_EPOCHS
+# Knobs (environment): BENCH_FILES (400), BENCH_MEAN (32KiB), BENCH_EPOCHS
 # (3), BENCH_FRACTIONS ("0.25 0.5"), BENCH_GPU_MS (100), BENCH_BATCH (16),
 # BENCH_WORKERS (2), BENCH_CROP (224), BENCH_SEED (11), BENCH_OUT
 # (out/bench-prefetch.tsv), STALLFS_BIN (bin/stallfs). Needs root (FUSE)
@@ -26,7 +26,7 @@ cd "$(dirname "$0")/.."
 export PATH=/usr/local/go/bin:$PATH
 
 bin=$(realpath "${STALLFS_BIN:-bin/stallfs}")
-files=${BENCH_FILES:-600}
+files=${BENCH_FILES:-400}
 mean=${BENCH_MEAN:-32KiB}
 epochs=${BENCH_EPOCHS:-3}
 fractions=${BENCH_FRACTIONS:-0.25 0.5}
