@@ -42,7 +42,7 @@ func pipelineFlags() []cli.Flag {
 		&cli.IntFlag{Name: "prefetch-ahead", Usage: "most files the prefetcher runs ahead of the reader (0: 512)", EnvVars: []string{"STALLFS_PREFETCH_AHEAD"}},
 		&cli.StringFlag{Name: "prefetch-buffer", Value: "256MiB", Usage: "`SIZE` of the staging buffer for prefetched items the cache cannot take", EnvVars: []string{"STALLFS_PREFETCH_BUFFER"}},
 		&cli.IntFlag{Name: "prefetch-concurrency", Usage: "most files fetched ahead at once (0: 16)", EnvVars: []string{"STALLFS_PREFETCH_CONCURRENCY"}},
-	}, orderFlags()...)
+	}, append(orderFlags(), peerFlags()...)...)
 }
 
 // pipelineConfig is the validated configuration of the read path's layers.
@@ -58,6 +58,7 @@ type pipelineConfig struct {
 	Ahead        int
 	StageBytes   int64
 	PrefetchConc int
+	Peers        *peerConfig // nil: no peer group
 }
 
 // readPipelineConfig validates the pipeline flags; bf holds the cache
@@ -142,6 +143,9 @@ func readPipelineConfig(c *cli.Context, bf *blobfuse2Mount) (pipelineConfig, err
 		}
 		p.Order = &spec
 	}
+	if p.Peers, err = readPeerConfig(c); err != nil {
+		return p, err
+	}
 	return p, nil
 }
 
@@ -180,6 +184,7 @@ type pipeline struct {
 	rec   *stats.Recorder
 	pf    *prefetch.Prefetcher
 	thr   *throttle.Backend
+	peer  *peerSetup // nil without a peer group
 
 	metrics *http.Server
 	stop    context.CancelFunc
@@ -266,6 +271,9 @@ func (p *pipeline) beforeMount(m *fs.Mount) error {
 	}
 	m.Handle("GET /v1/order", http.HandlerFunc(p.serveOrder))
 	m.Handle("POST /v1/order", http.HandlerFunc(p.serveOrderSet))
+	if err := p.startPeers(m); err != nil {
+		return err
+	}
 	if p.cfg.MetricsAddr != "" {
 		ln, err := net.Listen("tcp", p.cfg.MetricsAddr)
 		if err != nil {
@@ -315,6 +323,7 @@ func (p *pipeline) startPrefetch(m *fs.Mount) error {
 // close stops the prefetcher and the metrics server and closes the cache
 // (its disk index is flushed). Call it after the mount is gone.
 func (p *pipeline) close() {
+	p.peer.close()
 	if p.stop != nil {
 		p.stop()
 		p.pf.Close()
@@ -346,6 +355,7 @@ func (p *pipeline) cacheFill() []stats.TierFill {
 type mountStats struct {
 	stats.Snapshot
 	Prefetcher *prefetch.Stats `json:"prefetcher,omitempty"`
+	Peers      *peerStats      `json:"peers,omitempty"`
 }
 
 func (p *pipeline) serveStats(w http.ResponseWriter, r *http.Request) {
@@ -358,7 +368,7 @@ func (p *pipeline) serveStats(w http.ResponseWriter, r *http.Request) {
 		}
 		files = n
 	}
-	out := mountStats{Snapshot: p.rec.Snapshot(files)}
+	out := mountStats{Snapshot: p.rec.Snapshot(files), Peers: p.peer.stats()}
 	if p.pf != nil {
 		st := p.pf.Stats()
 		out.Prefetcher = &st
