@@ -283,8 +283,10 @@ func listPath(p string, o ListOptions) (string, error) {
 	} else if o.Root != "" {
 		p = o.Root + "/" + p
 	}
-	c := path.Clean(p)
-	if c == "." || c == ".." || strings.HasPrefix(c, "../") {
+	// A Root with a leading slash names the mount root too (as Observe
+	// ignores a leading slash); paths in a layout are relative.
+	c := strings.TrimPrefix(path.Clean(p), "/")
+	if c == "" || c == "." || c == ".." || strings.HasPrefix(c, "../") {
 		return "", errors.New("path " + p + " leaves the mount")
 	}
 	return c, nil

@@ -20,9 +20,14 @@ type Order interface {
 // ErrNoOrder is returned by List.Epoch for an epoch nobody pushed.
 var ErrNoOrder = errors.New("no order pushed for this epoch")
 
+// MaxEpoch is the largest epoch an Order answers for. Some orders derive
+// epoch e by stepping a generator through every earlier epoch, so an
+// unbounded e (from the control socket) would hang the caller.
+const MaxEpoch = 1 << 16
+
 func checkEpoch(e int) error {
-	if e < 0 {
-		return fmt.Errorf("epoch %d: must be >= 0", e)
+	if e < 0 || e > MaxEpoch {
+		return fmt.Errorf("epoch %d: must be in 0..%d", e, MaxEpoch)
 	}
 	return nil
 }
