@@ -79,32 +79,32 @@ func (m *Mount) Warm(ctx context.Context, path string) (fetched bool, err error)
 	return fetched, nil
 }
 
-// refetch reads staged item key from the backend again, in a fill slot,
-// and holds the item for one more read (staging the new copy if the held
-// one was read through meanwhile).
+// refetch reads staged item key again (from its owner peer or the
+// backend, as any fill) and holds the item for one more read, staging the
+// new copy if the held one was read through meanwhile. It runs as the
+// key's flight, so a reader that misses meanwhile waits on it instead of
+// fetching a second copy.
 func (r *reader) refetch(ctx context.Context, key mincache.Key, ilen int64) error {
-	if !r.begin() {
-		return errClosed
-	}
-	defer r.wg.Done()
+	ch := r.flights.DoChan(keyString(key), func() (any, error) {
+		if !r.begin() {
+			return fillResult{}, errClosed
+		}
+		defer r.wg.Done()
+		buf, src, err := r.load(key, ilen)
+		if err != nil {
+			return fillResult{}, err
+		}
+		if !r.recent.rearm(key) {
+			r.recent.add(key, buf)
+		}
+		return fillResult{buf: buf, src: src, led: newFetchLedger(ilen, src)}, nil
+	})
 	select {
-	case r.sem <- struct{}{}:
+	case res := <-ch:
+		return res.Err
 	case <-ctx.Done():
 		return fmt.Errorf("warm %s: %w", key.Path, ctx.Err())
-	case <-r.life.Done():
-		return errClosed
 	}
-	buf := make([]byte, ilen)
-	err := r.fetch(key, buf)
-	<-r.sem
-	if err != nil {
-		r.errs.log(r.o.log, key, err)
-		return err
-	}
-	if !r.recent.rearm(key) {
-		r.recent.add(key, buf)
-	}
-	return nil
 }
 
 // rearm holds staged item k for one more full read and reports whether k
