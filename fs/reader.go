@@ -50,9 +50,10 @@ func (r *reader) cached(k mincache.Key) bool {
 	return ok
 }
 
-// Recorder receives one call per part of a read served from one item
-// (the stats package implements it). blocked is how long the reader waited
-// for a backend fill; it is 0 for cache hits.
+// Recorder receives one or two calls per part of a read served from one
+// item (the stats package implements it): a part is split when only some
+// of its bytes are still a fetch's own (see fetchLedger). blocked is how
+// long the reader waited for a fill; it is 0 for cache hits.
 type Recorder interface {
 	Read(file uint32, src stats.Source, n int64, blocked time.Duration)
 }

@@ -56,12 +56,10 @@ echo "classes:   $(ls "$mnt/train" | wc -l) ($(ls "$mnt/train" | head -n 3 | tr 
 step "reading $epochs epochs in random order with $readers readers through the mount"
 "$work/epoch-reader" -dir "$mnt" -epochs "$epochs" -readers "$readers" -seed "$seed" -manifest "$work/manifest.tsv"
 
-# ---- STATS: `stallfs stats MOUNTPOINT` (fetch stall, bytes by source, cache
-# hit rate against the MinIO optimum) is shown here once the command exists.
-if "$bin" help stats >/dev/null 2>&1; then
-	step "stallfs stats $mnt"
-	"$bin" stats "$mnt"
-fi
+# ---- STATS: the run's stall accounting (fetch stall per epoch, bytes by
+# source, hit rate against the MinIO optimum, top files, what-if).
+step "stallfs stats --files 5 $mnt"
+"$bin" stats --files 5 "$mnt"
 # ---- end STATS
 
 step "stallfs unmount $mnt"

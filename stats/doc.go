@@ -24,7 +24,9 @@
 //     kept), up to reads that race with an epoch boundary, which land in
 //     exactly one of the two epochs.
 //   - Fetch stall is only what a Read reported as blocked; cache hits
-//     report 0, so they never stall. fetch_stall_seconds sums over readers
+//     report 0, so they never stall. A reader that joined another's fetch
+//     reports Memory bytes (the fetch's buffer) with its wait: the read
+//     path counts a fetch's bytes as Backend once (fs/reader.go). fetch_stall_seconds sums over readers
 //     (16 readers blocked 1 s = 16 s); stall_wall_seconds is the wall time
 //     during which at least one reader waited, so stall_share is in [0, 1].
 //   - Epoch rows are monotonic: an epoch is closed once, under mu, by the
@@ -70,7 +72,8 @@
 // MiB/s; the later parts of a 4 MiB item fetched for its first part count
 // as bytes without adding wait). The cache
 // rate C is the bytes served from memory, disk and peers over the wall time
-// in which no reader waited; when the consumer is slower than the cache it
-// is a lower bound. The consumer rate R is the last complete epoch's bytes
+// in which no reader waited, in the kept epochs that read from them (a cold
+// first epoch says nothing of the cache); when the consumer is slower than
+// the cache it is a lower bound. The consumer rate R is the last complete epoch's bytes
 // over its wall time minus its stall wall time.
 package stats

@@ -149,7 +149,8 @@ func New(opts Options) *Recorder {
 
 // Read records one item-part of a read: file's ID, where its n bytes came
 // from, and how long the reader blocked waiting for data that was in no
-// cache tier (0 for memory and disk hits). It does not allocate and takes
+// cache tier (0 for memory and disk hits; a reader that joined another's
+// fetch reports Memory bytes with its wait). It does not allocate and takes
 // no lock unless blocked > 0.
 func (r *Recorder) Read(file uint32, src Source, n int64, blocked time.Duration) {
 	if r == nil || src >= numSources {

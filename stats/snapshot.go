@@ -192,9 +192,19 @@ func (r *Recorder) whatIfInput(s Snapshot, tot counters, open *EpochRow) WhatIfI
 	// later without a wait (staged parts, readahead): S is the rate at which
 	// the backend delivered per second that readers waited for it.
 	in.BackendRate = ratio(float64(tot.bytes[Backend]), secs(tot.backendBusyNs))
-	if free := s.Totals.Seconds - s.Totals.StallWallSeconds; free > 0 {
-		in.CacheRate = ratio(float64(tot.cachedBytes()), free)
+	// C: cached bytes over the time no reader waited, in the epochs that
+	// read from a cache tier. An epoch that read nothing cached (a cold
+	// first epoch) says nothing about the cache's rate; counting its time
+	// made C look slower than a warm epoch's whole pace.
+	var cached int64
+	var free float64
+	for _, e := range s.Epochs {
+		if c := e.BytesBySource.Memory + e.BytesBySource.Disk + e.BytesBySource.Peer; c > 0 {
+			cached += c
+			free += max(e.Seconds-e.StallWallSeconds, 0)
+		}
 	}
+	in.CacheRate = ratio(float64(cached), free)
 	// The consumer's rate: the last complete epoch, else the open one.
 	last := open
 	for i := len(s.Epochs) - 1; i >= 0; i-- {

@@ -9,9 +9,10 @@ type WhatIfInput struct {
 	// CacheBytes is the current cache budget (the first row).
 	CacheBytes int64 `json:"cache_bytes"`
 	// CacheRate is C, bytes/s delivered from the cache tiers: cached bytes
-	// over the wall time no reader waited for data (a lower bound when the
-	// consumer, not the cache, set the pace). 0: not measured; the cache
-	// term then counts as free.
+	// over the wall time no reader waited for data, in the epochs kept that
+	// read from a cache tier (a lower bound when the consumer, not the
+	// cache, set the pace). 0: not measured; the cache term then counts as
+	// free.
 	CacheRate float64 `json:"cache_rate"`
 	// BackendRate is S, bytes/s of backend fills: bytes served from the
 	// backend over the wall time some reader waited for it (the union of

@@ -3,6 +3,8 @@ package stats
 import (
 	"math"
 	"testing"
+	"testing/synctest"
+	"time"
 )
 
 func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
@@ -62,4 +64,26 @@ func TestWhatIfEdges(t *testing.T) {
 				res.StallFreeKnown, res.StallFreeReachable, res.StallFreeFraction, tc.valid, tc.known, tc.reachable, tc.x)
 		}
 	}
+}
+
+// A cold first epoch (nothing cached) does not count in the cache rate C:
+// only the epochs that read from a cache tier say how fast it serves.
+func TestCacheRateSkipsColdEpoch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := New(Options{Files: 2, DatasetBytes: 2000, CacheBytes: 2000})
+		r.Read(0, Backend, 1000, time.Second)
+		time.Sleep(3 * time.Second) // the consumer works, nobody waits
+		r.Read(1, Backend, 1000, time.Second)
+		time.Sleep(time.Second)
+		r.Read(0, Memory, 1000, 0) // epoch 2 starts here
+		time.Sleep(2 * time.Second)
+		r.Read(1, Memory, 1000, 0) // and ends here, 2 s later
+		s := r.Snapshot(0)
+		if len(s.Epochs) != 2 || s.Epochs[1].Seconds != 2 {
+			t.Fatalf("epochs %+v, want 2, the second 2 s long", s.Epochs)
+		}
+		if got := s.WhatIf.Inputs.CacheRate; got != 1000 {
+			t.Errorf("cache rate %v, want 2000 bytes / 2 s of epoch 2", got)
+		}
+	})
 }
