@@ -22,7 +22,7 @@ VERSITYGW         := .cache/bin/versitygw
 AZURITE_DIR       := testdata/azurite
 AZURITE_VERSION   := $(shell sed -n 's/.*"azurite": "\([0-9.]*\)".*/\1/p' $(AZURITE_DIR)/package.json)
 
-.PHONY: all build test demo bench bench-cache bench-prefetch bench-s3 bench-azure fmt vet clean deps test-deps torch-deps check-go test-servers azurite
+.PHONY: all build test demo bench bench-cache bench-prefetch bench-s3 bench-azure bench-peers fmt vet clean deps test-deps torch-deps check-go test-servers azurite
 
 all: build
 
@@ -113,6 +113,11 @@ bench-s3: build deps $(VERSITYGW)
 
 bench-azure: build deps azurite
 	STALLFS_BIN=$(BIN) scripts/bench-azure.sh
+
+# The peer group's partitioned cache: 1, 2 and 3 mounts on 127.0.0.1,
+# each caching D/3; figures go to docs/benchmarks.md.
+bench-peers: build deps
+	STALLFS_BIN=$(BIN) scripts/bench-peers.sh
 
 clean:
 	rm -rf bin out
