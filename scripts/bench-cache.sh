@@ -105,11 +105,16 @@ printf 'side\tf\tepoch\tbytes\tideal\tstallfs_stats_backend\tdaemon_read_syscall
 # seconds", then "used USED_BYTES" (the memory tier's fill).
 mount_epochs() {
 	local log=$work/stallfs-$1.log pid prev=0 e r0 r1 q0 q1 t0 t1 st
-	"$bin" mount --daemon --log-file "$log" --cache-mem "$1" "$data" "$mnt"
+	# The Go runtime re-reads its cgroup's CPU limit every second (a few
+	# bytes of rchar) unless told not to.
+	GODEBUG=updatemaxprocs=0 "$bin" mount --daemon --log-file "$log" --cache-mem "$1" "$data" "$mnt"
 	pid=$(grep -o 'pid=[0-9]*' "$log" | head -1 | cut -d= -f2)
 	for e in $(seq 1 "${2:-$epochs}"); do
 		r0=$(io_field "$pid" rchar); q0=$(io_field "$pid" syscr); t0=$(date +%s.%N)
 		"$reader" -dir "$mnt" -epochs 1 -readers "$readers" -seed "$e" -format tsv >/dev/null
+		# close(2) does not wait for FUSE RELEASE; a STATFS is queued behind
+		# the last ones, so once it returns the daemon has read them all.
+		stat -f "$mnt" >/dev/null
 		r1=$(io_field "$pid" rchar); q1=$(io_field "$pid" syscr); t1=$(date +%s.%N)
 		st=$("$bin" stats --json "$mnt" | jq '.totals.bytes_by_source.backend')
 		echo "$((r1 - r0)) $((q1 - q0)) $((st - prev)) $(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.2f", b - a}')"
