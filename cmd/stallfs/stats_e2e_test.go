@@ -31,7 +31,8 @@ import (
 type statsFile struct {
 	path string
 	size int
-	part int // read with this buffer; 0: os.ReadFile (one FUSE read)
+	part int    // read with this buffer; 0: os.ReadFile (one FUSE read)
+	want []byte // its content, computed once: readers check at memory speed
 }
 
 // statsDataset writes 150 files: 147 class images of 2-122 KB, a label
@@ -50,12 +51,14 @@ func statsDataset(t *testing.T, root string) ([]statsFile, int64) {
 		statsFile{path: "big/shard-000.tar", size: 5<<20 + 123, part: 256 << 10},
 	)
 	var d int64
-	for _, f := range files {
+	for i := range files {
+		f := &files[i]
+		f.want = pattern(f.path, f.size)
 		full := filepath.Join(root, filepath.FromSlash(f.path))
 		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(full, pattern(f.path, f.size), 0o644); err != nil {
+		if err := os.WriteFile(full, f.want, 0o644); err != nil {
 			t.Fatal(err)
 		}
 		d += int64(f.size)
@@ -85,7 +88,7 @@ func readStatsFile(mnt string, f statsFile) error {
 		}
 		got = out.Bytes()
 	}
-	if !bytes.Equal(got, pattern(f.path, f.size)) {
+	if !bytes.Equal(got, f.want) {
 		return fmt.Errorf("%s: %d bytes read differ from the source's %d", f.path, len(got), f.size)
 	}
 	return nil
