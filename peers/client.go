@@ -110,6 +110,7 @@ type ServedStats struct {
 	Bytes        int64 `json:"bytes"`
 	Unauthorized int64 `json:"unauthorized"`
 	Rejected     int64 `json:"rejected"`
+	Misdirected  int64 `json:"misdirected"`
 	Failed       int64 `json:"failed"`
 }
 
@@ -149,6 +150,7 @@ func (g *Group) Stats() Stats {
 		Bytes:        g.srv.bytes.Load(),
 		Unauthorized: g.srv.unauthorized.Load(),
 		Rejected:     g.srv.rejected.Load(),
+		Misdirected:  g.srv.misdirected.Load(),
 		Failed:       g.srv.failed.Load(),
 	}
 	return s

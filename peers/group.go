@@ -148,7 +148,7 @@ func (g *Group) Self() string { return g.o.Self }
 // Handler returns the HTTP handler that serves src's items to the other
 // members (GET /v1/item, GET /v1/health; both authenticated).
 func (g *Group) Handler(src ItemSource) http.Handler {
-	return &handler{src: src, secret: g.o.Secret, now: time.Now, st: &g.srv}
+	return &handler{src: src, secret: g.o.Secret, now: time.Now, st: &g.srv, remote: g.Remote}
 }
 
 // Serve serves src's items on ln until Close.

@@ -32,6 +32,7 @@ type serverStats struct {
 	bytes        atomic.Int64
 	unauthorized atomic.Int64
 	rejected     atomic.Int64 // authenticated but bad or unknown items
+	misdirected  atomic.Int64 // items this member thinks another one owns
 	failed       atomic.Int64 // the source failed
 }
 
@@ -39,6 +40,9 @@ type serverStats struct {
 type handler struct {
 	src    ItemSource // nil: health only
 	secret []byte
+	// remote reports whether another live member owns an item, in this
+	// member's view (nil: never).
+	remote func(path, version string, chunk int64) bool
 	now    func() time.Time
 	st     *serverStats
 }
@@ -70,6 +74,15 @@ func (h *handler) serveItem(w http.ResponseWriter, r *http.Request) {
 	if err != nil || chunk < 0 || !validPath(p) || h.src == nil {
 		h.st.rejected.Add(1)
 		http.Error(w, "bad item request", http.StatusBadRequest)
+		return
+	}
+	// Members that disagree on who is live could each send the other an
+	// item's fill and wait on it until the item timeout; refusing an item
+	// this member would itself ask a peer for breaks that cycle at once
+	// (the asker reads the backend).
+	if h.remote != nil && h.remote(p, version, chunk) {
+		h.st.misdirected.Add(1)
+		http.Error(w, "not the owner of this item", http.StatusMisdirectedRequest)
 		return
 	}
 	data, err := h.src.ServeItem(r.Context(), p, version, chunk)

@@ -12,7 +12,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -169,33 +168,39 @@ func TestServerRejectsTraversal(t *testing.T) {
 }
 
 // twoMembers builds a group of this member and one httptest peer serving
-// h, and returns a path the peer owns.
-func twoMembers(t *testing.T, h http.Handler, o Options) (*Group, *httptest.Server, string) {
+// mk(the peer's own view of the group), and returns a path the peer owns.
+func twoMembers(t *testing.T, mk func(peerView *Group) http.Handler, o Options) (*Group, string) {
 	t.Helper()
-	peer := httptest.NewServer(h)
-	t.Cleanup(peer.Close)
-	peerAddr := strings.TrimPrefix(peer.URL, "http://")
+	peer := httptest.NewUnstartedServer(nil)
+	peerAddr := peer.Listener.Addr().String()
 	self := "127.0.0.1:1" // never dialled
-	g := newTestGroup(t, self, []string{self, peerAddr}, o)
+	members := []string{self, peerAddr}
+	peer.Config.Handler = mk(newTestGroup(t, peerAddr, members, Options{}))
+	peer.Start()
+	t.Cleanup(peer.Close)
+	g := newTestGroup(t, self, members, o)
 	for i := range 1000 {
 		p := "d/" + strconv.Itoa(i) + ".jpg"
 		if g.Remote(p, "v1", 0) {
-			return g, peer, p
+			return g, p
 		}
 	}
 	t.Fatal("the peer owns none of 1000 paths")
-	return nil, nil, ""
+	return nil, ""
 }
 
 func TestFetchVerifiesChecksum(t *testing.T) {
 	src := &fakeSource{items: map[string]int64{}}
 	var corrupt atomic.Bool
-	var srvGroup *Group
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if corrupt.Load() {
+	mk := func(view *Group) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !corrupt.Load() {
+				view.Handler(src).ServeHTTP(w, r)
+				return
+			}
 			// A server that flips a byte after computing the checksum.
 			rec := httptest.NewRecorder()
-			srvGroup.Handler(src).ServeHTTP(rec, r)
+			view.Handler(src).ServeHTTP(rec, r)
 			body := rec.Body.Bytes()
 			body[len(body)/2] ^= 0x40
 			for k, v := range rec.Header() {
@@ -203,12 +208,9 @@ func TestFetchVerifiesChecksum(t *testing.T) {
 			}
 			w.WriteHeader(rec.Code)
 			w.Write(body)
-			return
-		}
-		srvGroup.Handler(src).ServeHTTP(w, r)
-	})
-	g, _, p := twoMembers(t, h, Options{})
-	srvGroup = g // same secret; its Handler serves src
+		})
+	}
+	g, p := twoMembers(t, mk, Options{})
 	src.items[p] = 70_000
 	got, err := g.Fetch(t.Context(), p, "v1", 0, 70_000)
 	if err != nil {
@@ -238,6 +240,33 @@ func TestFetchVerifiesChecksum(t *testing.T) {
 	}
 }
 
+// TestServerRefusesItemsItDoesNotOwn: a member asked for an item it would
+// itself fetch from another member answers 421 at once (no fill cycle
+// between members that disagree on who is live), and the asker does not
+// take the peer down for it.
+func TestServerRefusesItemsItDoesNotOwn(t *testing.T) {
+	src := &fakeSource{items: map[string]int64{}}
+	peerAddr := "127.0.0.1:2" // never dialled
+	srvGroup := newTestGroup(t, "127.0.0.1:1", []string{"127.0.0.1:1", peerAddr}, Options{})
+	srv := httptest.NewServer(srvGroup.Handler(src))
+	t.Cleanup(srv.Close)
+	var theirs string
+	for i := range 1000 {
+		if p := "d/" + strconv.Itoa(i); srvGroup.Remote(p, "v1", 0) {
+			theirs = p
+			break
+		}
+	}
+	src.items[theirs] = 10
+	target := "/v1/item?" + url.Values{"path": {theirs}, "version": {"v1"}, "chunk": {"0"}}.Encode()
+	if resp := get(t, srv.URL, target, testSecret, time.Now()); resp.StatusCode != http.StatusMisdirectedRequest {
+		t.Errorf("item owned elsewhere: %s, want 421", resp.Status)
+	}
+	if src.calls.Load() != 0 || srvGroup.Stats().Served.Misdirected != 1 {
+		t.Errorf("source calls %d, misdirected %d; want 0 and 1", src.calls.Load(), srvGroup.Stats().Served.Misdirected)
+	}
+}
+
 func TestFetchWrongSecretMarksDown(t *testing.T) {
 	src := &fakeSource{items: map[string]int64{}}
 	other, err := New(Options{Self: "127.0.0.1:1", Members: []string{"127.0.0.1:1"}, Secret: []byte("other secret")})
@@ -245,7 +274,7 @@ func TestFetchWrongSecretMarksDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { other.Close() })
-	g, _, p := twoMembers(t, other.Handler(src), Options{ProbeInterval: time.Hour})
+	g, p := twoMembers(t, func(*Group) http.Handler { return other.Handler(src) }, Options{ProbeInterval: time.Hour})
 	src.items[p] = 10
 	if _, err := g.Fetch(t.Context(), p, "v1", 0, 10); err == nil {
 		t.Fatal("fetch from a peer with another secret succeeded")
@@ -274,18 +303,19 @@ func TestDeadPeerTimesOutAndRejoins(t *testing.T) {
 	release := make(chan struct{})
 	var once sync.Once
 	t.Cleanup(func() { once.Do(func() { close(release) }) })
-	var g *Group
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if hang.Load() {
-			select {
-			case <-release:
-			case <-r.Context().Done():
+	mk := func(view *Group) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if hang.Load() {
+				select {
+				case <-release:
+				case <-r.Context().Done():
+				}
+				return
 			}
-			return
-		}
-		g.Handler(src).ServeHTTP(w, r)
-	})
-	g, _, p := twoMembers(t, h, Options{ItemTimeout: 300 * time.Millisecond, ProbeInterval: 20 * time.Millisecond})
+			view.Handler(src).ServeHTTP(w, r)
+		})
+	}
+	g, p := twoMembers(t, mk, Options{ItemTimeout: 300 * time.Millisecond, ProbeInterval: 20 * time.Millisecond})
 	src.items[p] = 100
 	start := time.Now()
 	if _, err := g.Fetch(t.Context(), p, "v1", 0, 100); err == nil {
