@@ -10,6 +10,7 @@ BIN       := bin/stallfs
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 LDFLAGS   := -X main.version=$(VERSION)
 BENCHTIME ?= 1s
+FUZZTIME  ?= 30s
 # Debian packages installed when their command is missing: "command:package".
 # fuse3 for every mount; Node.js and npm only for the tests (Azurite).
 APT_DEPS      := fusermount3:fuse3
@@ -22,7 +23,7 @@ VERSITYGW         := .cache/bin/versitygw
 AZURITE_DIR       := testdata/azurite
 AZURITE_VERSION   := $(shell sed -n 's/.*"azurite": "\([0-9.]*\)".*/\1/p' $(AZURITE_DIR)/package.json)
 
-.PHONY: all build test demo bench bench-cache bench-prefetch bench-s3 bench-azure bench-peers fmt vet clean deps test-deps torch-deps check-go test-servers azurite
+.PHONY: all build test demo bench bench-cache bench-prefetch bench-s3 bench-azure bench-peers fuzz fmt vet clean deps test-deps torch-deps check-go test-servers azurite
 
 all: build
 
@@ -118,6 +119,17 @@ bench-azure: build deps azurite
 # each caching D/3; figures go to docs/benchmarks.md.
 bench-peers: build deps
 	STALLFS_BIN=$(BIN) scripts/bench-peers.sh
+
+# Every fuzz target (func FuzzXxx in a _test.go file) for FUZZTIME each, one
+# after the other; `make test` runs only their seed corpora. A crasher is
+# written to the package's testdata/fuzz/ and fails the target.
+fuzz: check-go
+	@for f in $$(grep -rl --include='*_test.go' --exclude-dir=node_modules --exclude-dir=.cache --exclude-dir=.git '^func Fuzz' . | sort); do \
+	  for t in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' "$$f"); do \
+	    echo "== $$(dirname $$f) $$t ($(FUZZTIME))"; \
+	    $(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) "$$(dirname $$f)" || exit 1; \
+	  done; \
+	done
 
 clean:
 	rm -rf bin out
