@@ -386,3 +386,29 @@ func TestE2EPeersBadFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestPeerIdentityAndLists: the member list parsers and finding this
+// member when it listens on every address.
+func TestPeerIdentityAndLists(t *testing.T) {
+	if got := splitMembers(" a:1,b:2\nc:3 ,, d:4\t"); strings.Join(got, "|") != "a:1|b:2|c:3|d:4" {
+		t.Errorf("splitMembers = %q", got)
+	}
+	if got := splitMembers(stripComments([]byte("# group\na:1 # first\n\nb:2\n"))); strings.Join(got, "|") != "a:1|b:2" {
+		t.Errorf("peers file = %q", got)
+	}
+	members := []string{"10.255.255.1:7070", "127.0.0.1:7070", "127.0.0.1:7071"}
+	for _, tc := range []struct {
+		listen, want string
+	}{
+		{"127.0.0.1:7071", "127.0.0.1:7071"},
+		{":7070", "127.0.0.1:7070"},        // the member on a local address
+		{"0.0.0.0:7070", "127.0.0.1:7070"}, // same
+		{"127.0.0.2:7070", ""},             // a specific address not listed
+		{":7072", ""},                      // no member with this port here
+	} {
+		got, err := identify(tc.listen, members)
+		if got != tc.want || (err == nil) != (tc.want != "") {
+			t.Errorf("identify(%q) = %q, %v; want %q", tc.listen, got, err, tc.want)
+		}
+	}
+}
