@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -166,6 +167,16 @@ func (a *cliApp) mountForeground(c *cli.Context, cfg mountConfig, openers map[st
 	log.Info("mounting", "config", cfg.String())
 	opts := cfg.fsOptions(log)
 	pl.apply(&opts)
+	if os.Getenv("GOMEMLIMIT") == "" {
+		// The cache's bytes live off the Go heap; keep the heap (fill
+		// buffers, the staging buffer, go-fuse's request buffers) from
+		// growing to twice its live size, so RSS stays near the budget.
+		stage := opts.BufferBytes
+		if stage <= 0 {
+			stage = 64 << 20
+		}
+		debug.SetMemoryLimit(96<<20 + stage)
+	}
 	m, err := fs.New(ctx, cfg.Mountpoint, b, opts)
 	if err != nil {
 		return fmt.Errorf("%s at %s: %w", b.String(), cfg.Mountpoint, err)
