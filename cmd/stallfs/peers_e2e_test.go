@@ -226,6 +226,9 @@ func waitUp(t *testing.T, m *peerMember, want int) {
 // what the group's caches do not hold; a member killed mid-epoch costs the
 // others no error; restarted, it rejoins; a wrong secret gets 401.
 func TestE2EPeersGroup(t *testing.T) {
+	stallfsBinary(t) // built once per test process; not part of the phases
+	t0 := time.Now()
+	phase := func(what string) { t.Logf("%6.2fs %s", time.Since(t0).Seconds(), what) }
 	dir := t.TempDir()
 	src := filepath.Join(dir, "src")
 	files, total := peerDataset(t, src, 150)
@@ -248,6 +251,7 @@ func TestE2EPeersGroup(t *testing.T) {
 	for _, m := range ms {
 		waitUp(t, m, 3)
 	}
+	phase("3 members up")
 
 	// Epoch 1 fills each owner's cache with items it owns.
 	epoch(t, ms, files, 1, 0, 1, 2)
@@ -273,6 +277,8 @@ func TestE2EPeersGroup(t *testing.T) {
 			t.Errorf("%s: peer bytes %d, served %d, fallbacks %d; want traffic both ways and no fallback", m.addr, d.Fills.PeerBytes, d.Served.Requests, d.Fills.PeerFallbacks)
 		}
 	}
+
+	phase("epochs 1-3")
 
 	// Epoch 4: member 2 dies after the first half of the epoch, while the
 	// second half is read.
@@ -305,17 +311,21 @@ func TestE2EPeersGroup(t *testing.T) {
 	if err := unmountPath(ms[2].mnt, true); err != nil {
 		t.Fatal(err)
 	}
+	phase("epochs 4-5, member 2 killed")
 
 	// Member 2 comes back and is taken back by the probes.
 	ms[2].start(t, src, args...)
 	waitUp(t, ms[0], 3)
 	waitUp(t, ms[1], 3)
 	waitUp(t, ms[2], 3)
+	phase("member 2 rejoined")
 	served := ms[2].peers(t).Served.Requests
 	epoch(t, ms, files, 6, 0, 1, 2)
 	if d := ms[2].peers(t); d.Served.Requests == served {
 		t.Errorf("rejoined member served no request in epoch 6")
 	}
+
+	phase("epoch 6")
 
 	// A client with the wrong secret is refused and counted.
 	unauth := ms[0].peers(t).Served.Unauthorized
