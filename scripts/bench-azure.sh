@@ -20,6 +20,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/go/bin:$PATH
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
 
 bin=$(realpath "${STALLFS_BIN:-bin/stallfs}")
 bytes=${BENCH_BYTES:-1GiB}
@@ -27,9 +29,7 @@ readers=${BENCH_READERS:-16}
 epochs=${BENCH_EPOCHS:-3}
 cache=${BENCH_CACHE:-100G}
 modes=${BENCH_RCLONE_MODES:-off full}
-out=${BENCH_OUT:-out/bench-azure.tsv}
-mkdir -p "$(dirname "$out")"
-out=$(realpath "$out")
+out=$(bench_out "${BENCH_OUT:-out/bench-azure.tsv}")
 
 # The emulator's well-known development account (public, not a secret).
 account=devstoreaccount1
@@ -40,42 +40,28 @@ if ! grep -qs '"version": "3.37.0"' "$azdir/node_modules/azurite/package.json"; 
 	echo "npm ci --prefix $azdir"
 	npm ci --no-audit --no-fund --prefix "$azdir" >/dev/null
 fi
-if ! command -v rclone >/dev/null; then
-	echo "installing rclone"
-	apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends rclone
-fi
+need_rclone
 
 work=$(mktemp -d /tmp/stallfs-bench-azure.XXXXXX)
 mkdir -p "$work/mnt-stallfs" "$work/azurite" "$work/sas"
 az_pid=""
 cleanup() {
 	local rc=$?
-	for m in "$work"/mnt-*; do
-		if grep -qs " $m " /proc/self/mountinfo; then
-			fusermount3 -u "$m" 2>/dev/null || umount -l "$m" || true
-		fi
-	done
-	if [ -n "$az_pid" ]; then kill "$az_pid" 2>/dev/null || true; wait "$az_pid" 2>/dev/null || true; fi
+	unmount_fuse "$work"/mnt-*
+	stop_pid "$az_pid"
 	rm -rf "$work"
 	exit "$rc"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# A free port on 127.0.0.1: the first one nothing answers on.
-port=17170
-while (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do port=$((port + 1)); done
+port=$(free_port 17170)
 endpoint=http://127.0.0.1:$port/$account
 (cd "$work/azurite" && exec node "$OLDPWD/$azdir/node_modules/azurite/dist/src/blob/main.js" \
 	--blobHost 127.0.0.1 --blobPort "$port" --inMemoryPersistence --skipApiVersionCheck --loose --silent \
 	>"$work/azurite.log" 2>&1) &
 az_pid=$!
-for _ in $(seq 600); do
-	(exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
-	kill -0 "$az_pid" || { cat "$work/azurite.log" >&2; exit 1; }
-	sleep 0.05
-done
+wait_port "$port" "$az_pid" "$work/azurite.log" 600
 
 # Create the container, upload the dataset (Debian's rclone 1.60 panics
 # uploading to Azurite) and make a container SAS URL for rclone, with the
@@ -136,8 +122,7 @@ func check(err error) {
 }
 GO
 
-go build -o "$work/epoch-reader" ./scripts/epoch-reader
-reader=$work/epoch-reader
+reader=$(build_reader "$work")
 echo "generating a ~$bytes ImageNet-like dataset"
 go run ./scripts/gen-dataset -out "$work/data" -bytes "$bytes" -seed 1
 echo "uploading it to Azurite at $endpoint"
@@ -149,15 +134,6 @@ cat >"$RCLONE_CONFIG" <<CONF
 type = azureblob
 sas_url = $sas_url
 CONF
-
-wait_mounted() {
-	for _ in $(seq 600); do
-		grep -qs " $1 " /proc/self/mountinfo && return 0
-		sleep 0.05
-	done
-	echo "bench-azure: $1 did not mount" >&2
-	return 1
-}
 
 : >"$out"
 echo "stallfs: $epochs epochs, $readers readers"
@@ -183,25 +159,10 @@ for mode in $modes; do
 	fusermount3 -u "$m"
 done
 
-cores=$(nproc)
-mem=$(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo)
-files=$(awk 'NR==1 {print $4}' "$out")
-size=$(awk 'NR==1 {printf "%.2f GB", $5/1e9}' "$out")
 echo
-echo "dataset: $files files, $size on Azurite 3.37.0 (in memory, 127.0.0.1); $readers readers; $cores cores, $mem"
+echo "dataset: $(rows_summary "$out") on Azurite 3.37.0 (in memory, 127.0.0.1); $readers readers; $(host_summary)"
 echo "stallfs mount flags: ${BENCH_MOUNT_FLAGS:-(defaults)}; $(rclone version 2>/dev/null | head -1), cache $cache"
 echo
-# Rows: label epoch readers files bytes seconds MB/s files/s.
-awk -F'\t' '
-{ if (!($1 in order)) { order[$1] = ++n; name[n] = $1 } mbs[$1, $2] = $7; fps[$1, $2] = $8; if ($2 > maxe) maxe = $2 }
-END {
-	printf "| epoch |"; for (i = 1; i <= n; i++) printf " %s MB/s | %s files/s |", name[i], name[i]; print ""
-	printf "| ---: |"; for (i = 1; i <= n; i++) printf " ---: | ---: |"; print ""
-	for (e = 1; e <= maxe; e++) {
-		printf "| %d |", e
-		for (i = 1; i <= n; i++) printf " %.0f | %.0f |", mbs[name[i], e], fps[name[i], e]
-		print ""
-	}
-}' "$out"
+epoch_table "$out"
 echo
 echo "raw rows: $out"

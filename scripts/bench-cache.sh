@@ -28,6 +28,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/go/bin:$PATH
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
 
 bin=$(realpath "${STALLFS_BIN:-bin/stallfs}")
 bytes=${BENCH_BYTES:-2GiB}
@@ -35,9 +37,7 @@ fractions=${BENCH_FRACTIONS:-0.25 0.5 0.75}
 epochs=${BENCH_EPOCHS:-4}
 readers=${BENCH_READERS:-4}
 allowance=$((${BENCH_ALLOWANCE_MIB:-16} << 20))
-out=${BENCH_OUT:-out/bench-cache.tsv}
-mkdir -p "$(dirname "$out")"
-out=$(realpath "$out")
+out=$(bench_out "${BENCH_OUT:-out/bench-cache.tsv}")
 
 [ "$(id -u)" = 0 ] || { echo "bench-cache: needs root (cgroups, drop_caches, FUSE)" >&2; exit 1; }
 
@@ -62,9 +62,7 @@ mnt=$work/mnt
 mkdir -p "$mnt"
 cleanup() {
 	local rc=$?
-	if grep -qs " $mnt " /proc/self/mountinfo; then
-		"$bin" unmount "$mnt" 2>/dev/null || "$bin" unmount --lazy "$mnt" || true
-	fi
+	unmount_stallfs "$bin" "$mnt"
 	if [ -d "$cg" ]; then
 		# Move anything left back to the root and remove the group.
 		while read -r pid; do echo "$pid" >"$cgroot/cgroup.procs" || true; done <"$cg/cgroup.procs"
@@ -76,16 +74,9 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-go build -o "$work/epoch-reader" ./scripts/epoch-reader
-reader=$work/epoch-reader
+reader=$(build_reader "$work")
 
-if [ -n "${BENCH_DATA:-}" ]; then
-	data=$(realpath "$BENCH_DATA")
-else
-	data=$work/data
-	echo "generating a ~$bytes ImageNet-like dataset in $data"
-	go run ./scripts/gen-dataset -out "$data" -bytes "$bytes" -seed 1
-fi
+data=$(bench_data "$work" "$bytes")
 D=$(find "$data" -type f -printf '%s\n' | awk '{s += $1} END {printf "%d", s}')
 N=$(find "$data" -type f | wc -l)
 echo "dataset: $N files, $D bytes; cgroup $cgver ($cgroot/.../$cglimit), reader allowance $allowance bytes"

@@ -12,39 +12,30 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/go/bin:$PATH
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
 
 bin=$(realpath "${STALLFS_BIN:-bin/stallfs}")
 bytes=${BENCH_BYTES:-1GiB}
 readers=${BENCH_READERS:-1 4 16}
 epochs=${BENCH_EPOCHS:-2}
-out=${BENCH_OUT:-out/bench-mount.tsv}
-mkdir -p "$(dirname "$out")"
-out=$(realpath "$out")
+out=$(bench_out "${BENCH_OUT:-out/bench-mount.tsv}")
 
 work=$(mktemp -d /tmp/stallfs-bench.XXXXXX)
 mnt=$work/mnt
 mkdir -p "$mnt"
 cleanup() {
 	local rc=$?
-	if grep -qs " $mnt " /proc/self/mountinfo; then
-		"$bin" unmount "$mnt" 2>/dev/null || "$bin" unmount --lazy "$mnt" || true
-	fi
+	unmount_stallfs "$bin" "$mnt"
 	rm -rf "$work"
 	exit "$rc"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-go build -o "$work/epoch-reader" ./scripts/epoch-reader
-reader=$work/epoch-reader
+reader=$(build_reader "$work")
 
-if [ -n "${BENCH_DATA:-}" ]; then
-	data=$(realpath "$BENCH_DATA")
-else
-	data=$work/data
-	echo "generating a ~$bytes ImageNet-like dataset in $data"
-	go run ./scripts/gen-dataset -out "$data" -bytes "$bytes" -seed 1
-fi
+data=$(bench_data "$work" "$bytes")
 
 # shellcheck disable=SC2086 # BENCH_MOUNT_FLAGS is a list of flags
 "$bin" mount --daemon --log-file "$work/stallfs.log" ${BENCH_MOUNT_FLAGS:-} "$data" "$mnt"
@@ -61,12 +52,8 @@ for r in $readers; do
 done
 "$bin" unmount "$mnt"
 
-cores=$(nproc)
-mem=$(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo)
-files=$(awk 'NR==1 {print $4}' "$out")
-size=$(awk 'NR==1 {printf "%.2f GB", $5/1e9}' "$out")
 echo
-echo "dataset: $files files, $size; $epochs measured epochs per point after a warm pass; $cores cores, $mem"
+echo "dataset: $(rows_summary "$out"); $epochs measured epochs per point after a warm pass; $(host_summary)"
 echo "mount flags: ${BENCH_MOUNT_FLAGS:-(defaults)}"
 echo
 # Rows: label epoch readers files bytes seconds MB/s files/s. Rates are

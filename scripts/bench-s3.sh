@@ -21,6 +21,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/go/bin:$PATH
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
 
 bin=$(realpath "${STALLFS_BIN:-bin/stallfs}")
 bytes=${BENCH_BYTES:-1GiB}
@@ -28,9 +30,7 @@ readers=${BENCH_READERS:-16}
 epochs=${BENCH_EPOCHS:-3}
 cache=${BENCH_CACHE:-100G}
 modes=${BENCH_RCLONE_MODES:-off full}
-out=${BENCH_OUT:-out/bench-s3.tsv}
-mkdir -p "$(dirname "$out")"
-out=$(realpath "$out")
+out=$(bench_out "${BENCH_OUT:-out/bench-s3.tsv}")
 
 vgw=${STALLFS_VERSITYGW:-.cache/bin/versitygw}
 if [ ! -x "$vgw" ]; then
@@ -39,11 +39,7 @@ if [ ! -x "$vgw" ]; then
 	vgw=.cache/bin/versitygw
 fi
 vgw=$(realpath "$vgw")
-if ! command -v rclone >/dev/null; then
-	echo "installing rclone"
-	apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends rclone
-fi
+need_rclone
 
 access=stallfs-bench-access
 secret=stallfs-bench-secret-0123456789
@@ -52,31 +48,21 @@ mkdir -p "$work/gw" "$work/meta" "$work/mnt-stallfs"
 vgw_pid=""
 cleanup() {
 	local rc=$?
-	for m in "$work"/mnt-*; do
-		if grep -qs " $m " /proc/self/mountinfo; then
-			fusermount3 -u "$m" 2>/dev/null || umount -l "$m" || true
-		fi
-	done
-	if [ -n "$vgw_pid" ]; then kill "$vgw_pid" 2>/dev/null || true; wait "$vgw_pid" 2>/dev/null || true; fi
+	unmount_fuse "$work"/mnt-*
+	stop_pid "$vgw_pid"
 	rm -rf "$work"
 	exit "$rc"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# A free port on 127.0.0.1: the first one nothing answers on.
-port=17070
-while (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do port=$((port + 1)); done
+port=$(free_port 17070)
 endpoint=http://127.0.0.1:$port
 ROOT_ACCESS_KEY=$access ROOT_SECRET_KEY=$secret \
 	"$vgw" --port "127.0.0.1:$port" --keep-alive --quiet posix --sidecar "$work/meta" "$work/gw" \
 	>"$work/versitygw.log" 2>&1 &
 vgw_pid=$!
-for _ in $(seq 200); do
-	(exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
-	kill -0 "$vgw_pid" || { cat "$work/versitygw.log" >&2; exit 1; }
-	sleep 0.05
-done
+wait_port "$port" "$vgw_pid" "$work/versitygw.log" 200
 
 export RCLONE_CONFIG=$work/rclone.conf
 cat >"$RCLONE_CONFIG" <<CONF
@@ -91,22 +77,12 @@ force_path_style = true
 CONF
 rcl() { env -u AWS_CA_BUNDLE rclone "$@"; }
 
-go build -o "$work/epoch-reader" ./scripts/epoch-reader
-reader=$work/epoch-reader
+reader=$(build_reader "$work")
 echo "generating a ~$bytes ImageNet-like dataset"
 go run ./scripts/gen-dataset -out "$work/data" -bytes "$bytes" -seed 1
 echo "uploading it to versitygw at $endpoint"
 rcl mkdir vgw:bench
 rcl copy --transfers 16 --checkers 16 "$work/data" vgw:bench
-
-wait_mounted() {
-	for _ in $(seq 600); do
-		grep -qs " $1 " /proc/self/mountinfo && return 0
-		sleep 0.05
-	done
-	echo "bench-s3: $1 did not mount" >&2
-	return 1
-}
 
 : >"$out"
 echo "stallfs: $epochs epochs, $readers readers"
@@ -133,25 +109,10 @@ for mode in $modes; do
 	fusermount3 -u "$m"
 done
 
-cores=$(nproc)
-mem=$(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo)
-files=$(awk 'NR==1 {print $4}' "$out")
-size=$(awk 'NR==1 {printf "%.2f GB", $5/1e9}' "$out")
 echo
-echo "dataset: $files files, $size on versitygw v1.8.0 (posix, local disk, 127.0.0.1); $readers readers; $cores cores, $mem"
+echo "dataset: $(rows_summary "$out") on versitygw v1.8.0 (posix, local disk, 127.0.0.1); $readers readers; $(host_summary)"
 echo "stallfs mount flags: ${BENCH_MOUNT_FLAGS:-(defaults)}; $(rclone version 2>/dev/null | head -1), cache $cache"
 echo
-# Rows: label epoch readers files bytes seconds MB/s files/s.
-awk -F'\t' '
-{ if (!($1 in order)) { order[$1] = ++n; name[n] = $1 } mbs[$1, $2] = $7; fps[$1, $2] = $8; if ($2 > maxe) maxe = $2 }
-END {
-	printf "| epoch |"; for (i = 1; i <= n; i++) printf " %s MB/s | %s files/s |", name[i], name[i]; print ""
-	printf "| ---: |"; for (i = 1; i <= n; i++) printf " ---: | ---: |"; print ""
-	for (e = 1; e <= maxe; e++) {
-		printf "| %d |", e
-		for (i = 1; i <= n; i++) printf " %.0f | %.0f |", mbs[name[i], e], fps[name[i], e]
-		print ""
-	}
-}' "$out"
+epoch_table "$out"
 echo
 echo "raw rows: $out"
