@@ -209,6 +209,7 @@ func (p *pipeline) startPeers(m *fs.Mount) error {
 	m.SetPeers(g, fs.PeerOptions{CacheOthers: pc.CacheOthers})
 	g.Serve(ln, m)
 	p.peer = &peerSetup{g: g, m: m}
+	p.reg.MustRegister(newPeerCollector(func() (peers.Stats, fs.PeerCounters) { return g.Stats(), m.PeerCounters() }))
 	m.Handle("GET /v1/peers", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, p.peer.stats())
 	}))
