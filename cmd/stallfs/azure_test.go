@@ -13,11 +13,9 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -161,77 +159,8 @@ func azDataset(t *testing.T) (*azuritetest.Server, string, []string) {
 	t.Helper()
 	srv := azuritetest.Start(t)
 	c := srv.NewContainer(t)
-	src := t.TempDir()
-	files := makeDataset(t, src)
-	for _, p := range files {
-		data, err := os.ReadFile(filepath.Join(src, filepath.FromSlash(p)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv.Put(t, c, p, data)
-	}
+	files := uploadDataset(t, func(p string, data []byte) { srv.Put(t, c, p, data) })
 	return srv, c, files
-}
-
-// azMountpoint is an empty directory, detached at the end if still mounted.
-func azMountpoint(t *testing.T) string {
-	t.Helper()
-	mnt := filepath.Join(t.TempDir(), "mnt")
-	if err := os.Mkdir(mnt, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		for range 5 {
-			if e, _ := findMount(mnt); e == nil {
-				return
-			}
-			_ = unmountPath(mnt, true)
-		}
-	})
-	return mnt
-}
-
-// azFiles lists the regular files below root, relative and sorted.
-func azFiles(t *testing.T, root string) []string {
-	t.Helper()
-	var out []string
-	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.Type().IsRegular() {
-			rel, _ := filepath.Rel(root, p)
-			out = append(out, filepath.ToSlash(rel))
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("walk %s: %v", root, err)
-	}
-	slices.Sort(out)
-	return out
-}
-
-// azReadAll reads every file with 16 concurrent readers and compares bytes.
-func azReadAll(t *testing.T, mnt string, files []string) {
-	t.Helper()
-	var wg sync.WaitGroup
-	for r := range 16 {
-		wg.Go(func() {
-			for i := range files {
-				p := files[(i+r*5)%len(files)]
-				got, err := os.ReadFile(filepath.Join(mnt, filepath.FromSlash(p)))
-				if err != nil {
-					t.Errorf("reader %d: %s: %v", r, p, err)
-					continue
-				}
-				if !bytes.Equal(got, pattern(p, len(got))) {
-					t.Errorf("reader %d: %s: %d bytes differ from the blob", r, p, len(got))
-				}
-			}
-		})
-	}
-	wg.Wait()
 }
 
 func TestE2EAzureMount(t *testing.T) {
@@ -245,14 +174,14 @@ func TestE2EAzureMount(t *testing.T) {
 	slices.Sort(all)
 
 	t.Setenv("AZURE_STORAGE_ACCESS_KEY", azuritetest.Key) // blobfuse2's variable
-	mnt := azMountpoint(t)
+	mnt := testMountpoint(t)
 	startForeground(t, "az://"+azuritetest.Account+"/"+cont, mnt, "--azure-endpoint", srv.Endpoint)
 
-	if got := azFiles(t, mnt); !slices.Equal(got, all) {
+	if got := fileTree(t, mnt, false); !slices.Equal(got, all) {
 		t.Fatalf("tree through the mount:\n got %q\nwant %q", got, all)
 	}
 	t.Logf("mounted and walked at %v", time.Since(start))
-	azReadAll(t, mnt, files)
+	readConcurrently(t, mnt, files, 5)
 	t.Logf("read by 16 readers at %v", time.Since(start))
 
 	// Overwrite the big blob after its first bytes were read: a later
@@ -303,7 +232,7 @@ func TestE2EAzureThrottledAndRefused(t *testing.T) {
 	defer proxy.Close()
 
 	t.Setenv("STALLFS_AZURE_ACCOUNT_KEY", azuritetest.Key)
-	mnt := azMountpoint(t)
+	mnt := testMountpoint(t)
 	startForeground(t, "az://"+azuritetest.Account+"/"+cont, mnt,
 		"--azure-endpoint", proxy.URL+"/"+azuritetest.Account,
 		"--azure-retry-delay", "20ms", "--azure-max-retry-delay", "100ms", "--azure-max-retries", "5")
@@ -311,7 +240,7 @@ func TestE2EAzureThrottledAndRefused(t *testing.T) {
 		t.Fatalf("the proxy refused only %d requests", 4-busy.Load())
 	}
 	read := files[:len(files)/2]
-	azReadAll(t, mnt, read)
+	readConcurrently(t, mnt, read, 5)
 
 	proxy.Close() // connection refused from now on
 	start := time.Now()
@@ -327,7 +256,7 @@ func TestE2EAzureThrottledAndRefused(t *testing.T) {
 func TestE2EAzureMountRefused(t *testing.T) {
 	srv := azuritetest.Start(t)
 	cont := srv.NewContainer(t)
-	mnt := azMountpoint(t)
+	mnt := testMountpoint(t)
 	src := "az://" + azuritetest.Account + "/" + cont
 	const wrong = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=="
 	for _, tc := range []struct {
@@ -394,11 +323,11 @@ azstorage:
   mode: key
   container: %s
 `, t.TempDir(), azuritetest.Account, azuritetest.Key, endpoint, cont))
-	mnt := azMountpoint(t)
+	mnt := testMountpoint(t)
 	proc := startForegroundArgs(t, mnt, "mount", "--config-file", cfg, mnt)
 	want := slices.Clone(files)
 	slices.Sort(want)
-	if got := azFiles(t, mnt); !slices.Equal(got, want) {
+	if got := fileTree(t, mnt, false); !slices.Equal(got, want) {
 		t.Fatalf("tree through the mount:\n got %q\nwant %q", got, want)
 	}
 	checkFiles(t, mnt, files)
@@ -415,38 +344,6 @@ azstorage:
 	if strings.Contains(log, azuritetest.Key) {
 		t.Errorf("the log reveals the account key")
 	}
-}
-
-// startForegroundArgs is startForeground with the whole argument list.
-func startForegroundArgs(t *testing.T, mnt string, args ...string) *mountProc {
-	t.Helper()
-	p := &mountProc{done: make(chan struct{})}
-	p.cmd = exec.Command(stallfsBinary(t), args...)
-	p.cmd.Stderr = &p.stderr
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		p.err = p.cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	})
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(30 * time.Second)
-	for !isMounted(mnt) {
-		select {
-		case <-p.done:
-			t.Fatalf("stallfs mount exited before mounting: %v\n%s", p.err, p.stderr.String())
-		case <-deadline:
-			t.Fatalf("stallfs mount did not mount within 30s\n%s", p.stderr.String())
-		case <-tick.C:
-		}
-	}
-	return p
 }
 
 // azureOptionsFor parses args with the Azure flags (and the environment)

@@ -75,17 +75,11 @@ func mountCacheDaemon(t *testing.T, src string, flags ...string) *daemonMount {
 	// The Go runtime of the daemon re-reads its cgroup's CPU limit every
 	// second (a few bytes of rchar each time) unless told not to.
 	t.Setenv("GODEBUG", "updatemaxprocs=0")
-	dir := t.TempDir()
-	mnt, logFile := filepath.Join(dir, "mnt"), filepath.Join(dir, "stallfs.log")
+	mnt := filepath.Join(t.TempDir(), "mnt")
 	if err := os.Mkdir(mnt, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	args := append([]string{"mount", "--daemon", "--log-file", logFile}, flags...)
-	code, stdout, stderr := stallfsCmd(t, append(args, src, mnt)...)
-	if code != 0 {
-		t.Fatalf("stallfs %v: exit %d, stdout %q, stderr %q", args, code, stdout, stderr)
-	}
-	m := &daemonMount{mnt: mnt, pid: daemonPID(t, logFile)}
+	m := &daemonMount{mnt: mnt, pid: mountDaemon(t, src, mnt, flags...)}
 	t.Cleanup(func() { m.unmount(t) })
 	return m
 }
@@ -102,26 +96,6 @@ func (m *daemonMount) unmount(t *testing.T) {
 		_ = unmountPath(m.mnt, true)
 		t.Errorf("stallfs unmount %s: exit %d, %s", m.mnt, code, stderr)
 	}
-}
-
-// rchar is the daemon's rchar from /proc/PID/io.
-func (m *daemonMount) rchar(t *testing.T) int64 {
-	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", m.pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for line := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "rchar: "); ok {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return n
-		}
-	}
-	t.Fatalf("no rchar in /proc/%d/io:\n%s", m.pid, b)
-	return 0
 }
 
 // get decodes GET path of the mount's control socket into v.
@@ -187,7 +161,7 @@ func readEpoch(t *testing.T, m *daemonMount, d *cacheDataset, order []string) in
 			t.Fatalf("stat %s: %v, %v; want size %d", p, st, err, d.sizes[p])
 		}
 	}
-	before := m.rchar(t)
+	before := procRchar(t, m.pid)
 	next := make(chan string)
 	var wg sync.WaitGroup
 	for range 4 {
@@ -213,7 +187,7 @@ func readEpoch(t *testing.T, m *daemonMount, d *cacheDataset, order []string) in
 		t.FailNow()
 	}
 	m.drainRequests(t)
-	return m.rchar(t) - before
+	return procRchar(t, m.pid) - before
 }
 
 // drainRequests returns once the daemon has read every FUSE request queued
@@ -416,7 +390,7 @@ func TestE2ECacheConcurrentReadersOneBackendRead(t *testing.T) {
 		defer f.Close()
 		fds[i] = f
 	}
-	before := m.rchar(t)
+	before := procRchar(t, m.pid)
 	start := make(chan struct{})
 	var wg sync.WaitGroup
 	for _, f := range fds {
@@ -433,7 +407,7 @@ func TestE2ECacheConcurrentReadersOneBackendRead(t *testing.T) {
 	wg.Wait()
 	m.drainRequests(t)
 	// One READ request per reader (<= 128 bytes each) besides the backend.
-	got := m.rchar(t) - before
+	got := procRchar(t, m.pid) - before
 	if got < size || got >= size+readers*128 {
 		t.Errorf("%d readers: the daemon read %d bytes; want one backend read of %d (+ < %d of FUSE requests)", readers, got, size, readers*128)
 	}

@@ -168,59 +168,6 @@ func checkFiles(t *testing.T, mnt string, files []string) {
 	}
 }
 
-// mountProc is a foreground `stallfs mount` process.
-type mountProc struct {
-	cmd    *exec.Cmd
-	stderr bytes.Buffer
-	done   chan struct{} // closed once the process exited; then err is set
-	err    error
-}
-
-// waitExit waits up to d for the process to exit and returns its result.
-func (p *mountProc) waitExit(t *testing.T, d time.Duration) error {
-	t.Helper()
-	select {
-	case <-p.done:
-		return p.err
-	case <-time.After(d):
-		t.Fatalf("stallfs mount still running after %v\n%s", d, p.stderr.String())
-		return nil
-	}
-}
-
-// startForeground starts `stallfs mount SRC MNT` in the foreground and
-// waits until the mount is served.
-func startForeground(t *testing.T, src, mnt string, extra ...string) *mountProc {
-	t.Helper()
-	p := &mountProc{done: make(chan struct{})}
-	p.cmd = exec.Command(stallfsBinary(t), append([]string{"mount", src, mnt}, extra...)...)
-	p.cmd.Stderr = &p.stderr
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		p.err = p.cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	})
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(30 * time.Second)
-	for !isMounted(mnt) {
-		select {
-		case <-p.done:
-			t.Fatalf("stallfs mount exited before mounting: %v\n%s", p.err, p.stderr.String())
-		case <-deadline:
-			t.Fatalf("stallfs mount did not mount within 30s\n%s", p.stderr.String())
-		case <-tick.C:
-		}
-	}
-	return p
-}
-
 func TestE2EDaemonMountReadUnmount(t *testing.T) {
 	src, mnt, files := newMountDirs(t)
 	logFile := filepath.Join(t.TempDir(), "stallfs.log")

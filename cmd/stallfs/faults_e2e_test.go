@@ -16,7 +16,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -63,13 +62,7 @@ type fltMount struct {
 
 func fltMountDaemon(t *testing.T, src, mnt string, flags ...string) *fltMount {
 	t.Helper()
-	logFile := filepath.Join(t.TempDir(), "stallfs.log")
-	args := append([]string{"mount", "--daemon", "--log-file", logFile}, flags...)
-	code, stdout, stderr := stallfsCmd(t, append(args, src, mnt)...)
-	if code != 0 {
-		t.Fatalf("stallfs %v: exit %d, stdout %q, stderr %q", args, code, stdout, stderr)
-	}
-	m := &fltMount{mnt: mnt, pid: daemonPID(t, logFile)}
+	m := &fltMount{mnt: mnt, pid: mountDaemon(t, src, mnt, flags...)}
 	t.Cleanup(func() {
 		if isMounted(mnt) {
 			if code, _, _ := stallfsCmd(t, "unmount", mnt); code != 0 {
@@ -79,16 +72,6 @@ func fltMountDaemon(t *testing.T, src, mnt string, flags ...string) *fltMount {
 		}
 	})
 	return m
-}
-
-// newFltMountpoint is an empty directory to mount on.
-func newFltMountpoint(t *testing.T) string {
-	t.Helper()
-	mnt := filepath.Join(t.TempDir(), "mnt")
-	if err := os.Mkdir(mnt, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return mnt
 }
 
 // cacheInfo runs `stallfs cache info --json`.
@@ -117,23 +100,6 @@ func (m *fltMount) stats(t *testing.T) mountStats {
 		t.Fatalf("stats --json: %v, %q", err, stdout)
 	}
 	return s
-}
-
-// rchar is the daemon's rchar from /proc/PID/io.
-func (m *fltMount) rchar(t *testing.T) int64 {
-	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", m.pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for line := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "rchar: "); ok {
-			n, _ := strconv.ParseInt(v, 10, 64)
-			return n
-		}
-	}
-	t.Fatalf("no rchar in /proc/%d/io", m.pid)
-	return 0
 }
 
 // readAll reads every file of d through mnt with 4 readers and checks
@@ -205,7 +171,7 @@ func entryFiles(t *testing.T, dir string) []string {
 func TestFaultSIGKILLRemountDiskWarm(t *testing.T) {
 	d := newFltData(t, 80, 20000)
 	cache := filepath.Join(t.TempDir(), "cache")
-	mnt := newFltMountpoint(t)
+	mnt := testMountpoint(t)
 	flags := []string{"--cache-mem", "0", "--cache-disk", "64MiB", "--cache-dir", cache}
 	m := fltMountDaemon(t, d.src, mnt, flags...)
 	// Readers go through the files once while the daemon dies: reads may
@@ -244,11 +210,11 @@ func TestFaultSIGKILLRemountDiskWarm(t *testing.T) {
 		t.Errorf("after SIGKILL and remount the disk tier holds %d items (%d corrupt); want at least the %d read before the kill, none corrupt",
 			warm, in.Disk.Corrupt, len(d.files)/2)
 	}
-	rc0 := m2.rchar(t)
+	rc0 := procRchar(t, m2.pid)
 	if err := d.readAll(t, mnt); err != nil {
 		t.Fatalf("epoch after remount: %v", err)
 	}
-	rc := m2.rchar(t) - rc0
+	rc := procRchar(t, m2.pid) - rc0
 	st := m2.stats(t)
 	in = m2.cacheInfo(t)
 	backend := st.Totals.BytesBySource.Backend
@@ -276,7 +242,7 @@ func fltPause() { <-time.After(time.Millisecond) }
 func TestFaultCorruptCacheEntries(t *testing.T) {
 	d := newFltData(t, 48, 5000)
 	cache := filepath.Join(t.TempDir(), "cache")
-	mnt := newFltMountpoint(t)
+	mnt := testMountpoint(t)
 	flags := []string{"--cache-mem", "0", "--cache-disk", "64MiB", "--cache-dir", cache}
 	m := fltMountDaemon(t, d.src, mnt, flags...)
 	if err := d.readAll(t, mnt); err != nil {
@@ -336,7 +302,7 @@ func TestFaultCacheDiskFull(t *testing.T) {
 		t.Fatalf("mount tmpfs: %v", err)
 	}
 	t.Cleanup(func() { _ = syscall.Unmount(cache, syscall.MNT_DETACH) })
-	mnt := newFltMountpoint(t)
+	mnt := testMountpoint(t)
 	m := fltMountDaemon(t, d.src, mnt, "--cache-mem", "0", "--cache-disk", "64MiB", "--cache-dir", cache)
 	for range 2 {
 		if err := d.readAll(t, mnt); err != nil {
@@ -358,7 +324,7 @@ func TestFaultCacheDiskFull(t *testing.T) {
 func TestFaultCacheDirRemoved(t *testing.T) {
 	d := newFltData(t, 40, 5000)
 	cache := filepath.Join(t.TempDir(), "cache")
-	mnt := newFltMountpoint(t)
+	mnt := testMountpoint(t)
 	m := fltMountDaemon(t, d.src, mnt, "--cache-mem", "0", "--cache-disk", "64MiB", "--cache-dir", cache)
 	if err := d.readAll(t, mnt); err != nil {
 		t.Fatal(err)
@@ -386,7 +352,7 @@ func TestFaultCacheDirRemoved(t *testing.T) {
 func TestFaultBackendStall(t *testing.T) {
 	const latency = 3 * time.Second
 	d := newFltData(t, 4, 10000)
-	mnt := newFltMountpoint(t)
+	mnt := testMountpoint(t)
 	m := fltMountDaemon(t, d.src, mnt, "--cache-mem", "16MiB", "--backend-latency", latency.String())
 	start := time.Now()
 	if err := d.readAll(t, mnt); err != nil {
@@ -432,7 +398,7 @@ func TestFaultSourceReplacedDuringRead(t *testing.T) {
 			if err := os.WriteFile(full, oldData, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			mnt := newFltMountpoint(t)
+			mnt := testMountpoint(t)
 			fltMountDaemon(t, src, mnt, "--cache-mem", cache, "--chunk-size", "64KiB")
 			f, err := os.Open(filepath.Join(mnt, name))
 			if err != nil {

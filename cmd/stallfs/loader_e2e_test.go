@@ -126,27 +126,6 @@ type loaderRun struct {
 	items  int64        // items in the memory tier at the end
 }
 
-// loaderRchar reads rchar of /proc/pid/io: every byte the daemon's read
-// calls returned (backend files, /dev/fuse requests, the control socket).
-func loaderRchar(t *testing.T, pid int) int64 {
-	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "rchar: "); ok {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return n
-		}
-	}
-	t.Fatalf("no rchar in /proc/%d/io", pid)
-	return 0
-}
-
 // quietSnap waits until the daemon stopped reading (the prefetcher has no
 // fetch in flight and rchar holds still over a few polls), then returns
 // its rchar and stats.
@@ -162,7 +141,7 @@ func quietSnap(t *testing.T, ctx context.Context, c *controlClient, pid int) loa
 		if err := c.getJSON(ctx, "/v1/stats", &s.st); err != nil {
 			t.Fatal(err)
 		}
-		s.rchar = loaderRchar(t, pid)
+		s.rchar = procRchar(t, pid)
 		idle := s.st.Prefetcher == nil || s.st.Prefetcher.InFlight == 0
 		// The stats request itself adds to rchar; compare fetched bytes
 		// and rchar within a request's worth.

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"flag"
 	"io"
-	iofs "io/fs"
 	"log"
 	"net/http"
 	"net/http/httptest"
@@ -20,7 +19,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -39,58 +37,8 @@ func s3Bucket(t *testing.T) (*s3test.Server, string, []string) {
 	srv := s3test.Start(t)
 	srv.SetEnv(t)
 	bucket := srv.NewBucket(t)
-	src := t.TempDir()
-	files := makeDataset(t, src)
-	for _, p := range files {
-		data, err := os.ReadFile(filepath.Join(src, filepath.FromSlash(p)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv.Put(t, bucket, p, data)
-	}
+	files := uploadDataset(t, func(p string, data []byte) { srv.Put(t, bucket, p, data) })
 	return srv, bucket, files
-}
-
-// s3Mountpoint returns an empty directory and detaches whatever is left
-// mounted on it when the test ends (after the mount process is killed).
-func s3Mountpoint(t *testing.T) string {
-	t.Helper()
-	mnt := filepath.Join(t.TempDir(), "mnt")
-	if err := os.Mkdir(mnt, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		for range 5 {
-			if e, _ := findMount(mnt); e == nil {
-				return
-			}
-			_ = unmountPath(mnt, true)
-		}
-	})
-	return mnt
-}
-
-// treeOf lists every file and directory below root, relative, dirs with a
-// trailing slash.
-func treeOf(t *testing.T, root string) []string {
-	t.Helper()
-	var out []string
-	err := filepath.WalkDir(root, func(p string, d iofs.DirEntry, err error) error {
-		if err != nil || p == root {
-			return err
-		}
-		rel, _ := filepath.Rel(root, p)
-		if d.IsDir() {
-			rel += "/"
-		}
-		out = append(out, filepath.ToSlash(rel))
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("walk %s: %v", root, err)
-	}
-	slices.Sort(out)
-	return out
 }
 
 func wantTree(files []string) []string {
@@ -118,33 +66,17 @@ func TestE2ES3MountReadReplaceKill(t *testing.T) {
 	srv.Put(t, bucket, cold, pattern(cold, coldSize))
 	all := append(slices.Clone(files), big, cold)
 
-	mnt := s3Mountpoint(t)
+	mnt := testMountpoint(t)
 	startForeground(t, "s3://"+bucket, mnt, "--s3-endpoint", srv.Endpoint, "--s3-path-style")
 
 	t.Logf("server, upload and mount: %v", time.Since(t0))
 	t0 = time.Now()
-	if got, want := treeOf(t, mnt), wantTree(all); !slices.Equal(got, want) {
+	if got, want := fileTree(t, mnt, true), wantTree(all); !slices.Equal(got, want) {
 		t.Fatalf("tree through the mount:\n got %q\nwant %q", got, want)
 	}
 
 	// 16 readers, each through every file of the dataset in its own order.
-	var wg sync.WaitGroup
-	for r := range 16 {
-		wg.Go(func() {
-			for i := range files {
-				p := files[(i+r*3)%len(files)]
-				got, err := os.ReadFile(filepath.Join(mnt, filepath.FromSlash(p)))
-				if err != nil {
-					t.Errorf("reader %d: %s: %v", r, p, err)
-					continue
-				}
-				if want := pattern(p, len(got)); !bytes.Equal(got, want) {
-					t.Errorf("reader %d: %s: %d bytes differ from the object", r, p, len(got))
-				}
-			}
-		})
-	}
-	wg.Wait()
+	readConcurrently(t, mnt, files, 3)
 	t.Logf("tree and 16 readers: %v", time.Since(t0))
 	t0 = time.Now()
 
@@ -211,7 +143,7 @@ func TestE2ES3SlowDownThroughMount(t *testing.T) {
 	}))
 	t.Cleanup(px.Close)
 
-	mnt := s3Mountpoint(t)
+	mnt := testMountpoint(t)
 	startForeground(t, "s3://"+bucket, mnt, "--s3-endpoint", px.URL, "--s3-path-style")
 	checkFiles(t, mnt, files)
 	if refused.Load() != refusals {
@@ -222,7 +154,7 @@ func TestE2ES3SlowDownThroughMount(t *testing.T) {
 
 func TestE2ES3MountRefused(t *testing.T) {
 	srv, bucket, _ := s3Bucket(t)
-	mnt := s3Mountpoint(t)
+	mnt := testMountpoint(t)
 	base := []string{"mount", "--s3-endpoint", srv.Endpoint, "--s3-path-style"}
 	for _, tc := range []struct {
 		name, source, secret, want string
