@@ -102,6 +102,9 @@ type PeerStats struct {
 	Failures     int64     `json:"failures"`
 	Bytes        int64     `json:"bytes"`
 	BadChecksums int64     `json:"bad_checksums"`
+	// CacheBytes is the cache budget the peer reported (-1: not known
+	// yet, or not reported).
+	CacheBytes int64 `json:"cache_bytes"`
 }
 
 // ServedStats counts what this member served to the others.
@@ -116,15 +119,17 @@ type ServedStats struct {
 
 // Stats is a snapshot of the group as seen from this member.
 type Stats struct {
-	Self   string      `json:"self"`
-	Live   int         `json:"live"`
-	Peers  []PeerStats `json:"peers"`
-	Served ServedStats `json:"served"`
+	Self string `json:"self"`
+	// CacheBytes is this member's cache budget (Options.CacheBytes).
+	CacheBytes int64       `json:"cache_bytes"`
+	Live       int         `json:"live"`
+	Peers      []PeerStats `json:"peers"`
+	Served     ServedStats `json:"served"`
 }
 
 // Stats returns a snapshot of the peers' health and traffic.
 func (g *Group) Stats() Stats {
-	s := Stats{Self: g.o.Self, Live: 1, Peers: []PeerStats{}}
+	s := Stats{Self: g.o.Self, CacheBytes: g.o.CacheBytes, Live: 1, Peers: []PeerStats{}}
 	for _, m := range g.members {
 		if m == nil {
 			continue
@@ -136,6 +141,7 @@ func (g *Group) Stats() Stats {
 			Failures:     m.failures.Load(),
 			Bytes:        m.bytes.Load(),
 			BadChecksums: m.badCRC.Load(),
+			CacheBytes:   m.budget.Load(),
 		}
 		if ns := m.downSince.Load(); ns != 0 {
 			ps.DownSince = time.Unix(0, ns).UTC()

@@ -33,6 +33,10 @@ type Options struct {
 	MaxInFlight int
 	// ProbeInterval is how often peers marked down are probed (0: 1s).
 	ProbeInterval time.Duration
+	// CacheBytes is this member's cache budget, reported to the other
+	// members in health answers for the group-level what-if (< 0: none
+	// reported).
+	CacheBytes int64
 	// Logger receives membership changes (nil: discard).
 	Logger *slog.Logger
 }
@@ -68,6 +72,7 @@ type member struct {
 	bytes     atomic.Int64 // item bytes received and verified
 	badCRC    atomic.Int64
 	downSince atomic.Int64 // unix nanoseconds, 0 while up
+	budget    atomic.Int64 // cache budget it reported; -1 until known
 }
 
 // Group is this mount's view of the peer group: who owns which item, which
@@ -125,6 +130,7 @@ func New(o Options) (*Group, error) {
 		}
 		m := &member{addr: addr, sem: make(chan struct{}, o.MaxInFlight)}
 		m.up.Store(true)
+		m.budget.Store(-1)
 		g.members[i] = m
 	}
 	dialer := &net.Dialer{Timeout: o.ConnectTimeout, KeepAlive: 30 * time.Second}
@@ -148,7 +154,7 @@ func (g *Group) Self() string { return g.o.Self }
 // Handler returns the HTTP handler that serves src's items to the other
 // members (GET /v1/item, GET /v1/health; both authenticated).
 func (g *Group) Handler(src ItemSource) http.Handler {
-	return &handler{src: src, secret: g.o.Secret, now: time.Now, st: &g.srv, remote: g.Remote}
+	return &handler{src: src, secret: g.o.Secret, now: time.Now, st: &g.srv, remote: g.Remote, budget: g.o.CacheBytes}
 }
 
 // Serve serves src's items on ln until Close.
@@ -218,7 +224,8 @@ func (g *Group) markUp(m *member) {
 	}
 }
 
-// probe checks the peers marked down every ProbeInterval until Close.
+// probe checks the peers marked down every ProbeInterval until Close,
+// and asks live peers whose cache budget is not known yet for it.
 func (g *Group) probe() {
 	defer g.wg.Done()
 	t := time.NewTicker(g.o.ProbeInterval)
@@ -230,11 +237,16 @@ func (g *Group) probe() {
 		case <-t.C:
 		}
 		for _, m := range g.members {
-			if m == nil || m.up.Load() {
-				continue
-			}
-			if err := g.health(m); err == nil {
-				g.markUp(m)
+			switch {
+			case m == nil:
+			case !m.up.Load():
+				if err := g.health(m); err == nil {
+					g.markUp(m)
+				}
+			case m.budget.Load() < 0:
+				// A live peer that does not answer stays up: its item
+				// requests decide that.
+				_ = g.health(m)
 			}
 		}
 	}
@@ -252,6 +264,9 @@ func (g *Group) health(m *member) error {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("health of %s: %s", m.addr, resp.Status)
+	}
+	if b, err := strconv.ParseInt(resp.Header.Get(BudgetHeader), 10, 64); err == nil && b >= 0 {
+		m.budget.Store(b)
 	}
 	return nil
 }

@@ -24,6 +24,10 @@ type ItemSource interface {
 // CRCHeader carries the item's CRC32C (Castagnoli), in decimal.
 const CRCHeader = "X-Stallfs-Crc32c"
 
+// BudgetHeader carries the answering member's cache budget in bytes, in
+// decimal, on GET /v1/health (absent: not reported).
+const BudgetHeader = "X-Stallfs-Cache-Bytes"
+
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // serverStats counts what a member served to the others.
@@ -45,6 +49,7 @@ type handler struct {
 	remote func(path, version string, chunk int64) bool
 	now    func() time.Time
 	st     *serverStats
+	budget int64 // this member's cache budget (< 0: not reported)
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -59,6 +64,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	switch r.URL.Path {
 	case "/v1/health":
+		if h.budget >= 0 {
+			w.Header().Set(BudgetHeader, strconv.FormatInt(h.budget, 10))
+		}
 		w.WriteHeader(http.StatusOK)
 	case "/v1/item":
 		h.serveItem(w, r)

@@ -381,3 +381,43 @@ func TestNewRejectsBadMembership(t *testing.T) {
 		}
 	}
 }
+
+// TestPeerBudgetReported: a live peer's cache budget comes with its health
+// answer, asked once by the prober, and shows in Stats.
+func TestPeerBudgetReported(t *testing.T) {
+	var health atomic.Int64
+	mk := func(view *Group) http.Handler {
+		view.o.CacheBytes = 12345
+		h := view.Handler(nil)
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/v1/health" {
+				health.Add(1)
+			}
+			h.ServeHTTP(w, r)
+		})
+	}
+	g, _ := twoMembers(t, mk, Options{ProbeInterval: 5 * time.Millisecond, CacheBytes: 999})
+	if st := g.Stats(); st.CacheBytes != 999 || st.Peers[0].CacheBytes != -1 {
+		t.Fatalf("before a probe: self %d, peer %d; want 999 and -1", st.CacheBytes, st.Peers[0].CacheBytes)
+	}
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.Now().Add(10 * time.Second)
+	for g.Stats().Peers[0].CacheBytes != 12345 {
+		if time.Now().After(deadline) {
+			t.Fatalf("peer budget %d after 10s, want 12345", g.Stats().Peers[0].CacheBytes)
+		}
+		<-tick.C
+	}
+	n := health.Load()
+	// Many probe intervals later the known budget is not asked again.
+	for range 20 {
+		<-tick.C
+	}
+	if d := health.Load() - n; d != 0 {
+		t.Errorf("%d health requests after the budget was known, want 0", d)
+	}
+	if !g.Stats().Peers[0].Up {
+		t.Errorf("peer marked down")
+	}
+}

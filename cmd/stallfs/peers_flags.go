@@ -196,11 +196,16 @@ func (p *pipeline) startPeers(m *fs.Mount) error {
 	if err != nil {
 		return usagef("--peer-listen %s: %w", pc.Listen, err)
 	}
+	var budget int64
+	if p.cache != nil {
+		budget = p.cfg.MemBytes + p.cfg.DiskBytes
+	}
 	g, err := peers.New(peers.Options{
-		Self:    pc.Self,
-		Members: pc.Members,
-		Secret:  pc.Secret,
-		Logger:  p.log.With("component", "peers"),
+		Self:       pc.Self,
+		Members:    pc.Members,
+		Secret:     pc.Secret,
+		CacheBytes: budget,
+		Logger:     p.log.With("component", "peers"),
 	})
 	if err != nil {
 		ln.Close()
@@ -221,6 +226,7 @@ func (p *pipeline) startPeers(m *fs.Mount) error {
 type peerStats struct {
 	peers.Stats
 	Fills fs.PeerCounters `json:"fills"`
+	Group groupWhatIf     `json:"group"`
 }
 
 // stats returns the group's view and this mount's fill counters (nil
@@ -229,7 +235,8 @@ func (s *peerSetup) stats() *peerStats {
 	if s == nil {
 		return nil
 	}
-	return &peerStats{Stats: s.g.Stats(), Fills: s.m.PeerCounters()}
+	st := s.g.Stats()
+	return &peerStats{Stats: st, Fills: s.m.PeerCounters(), Group: newGroupWhatIf(st, s.m.DatasetBytes())}
 }
 
 // close leaves the group: it stops serving peers and probing them.

@@ -176,9 +176,16 @@ func statsClient(sock string) *http.Client {
 	}
 }
 
+// statsDoc is the part of GET /v1/stats the command shows: the stats
+// snapshot and the peer group's section.
+type statsDoc struct {
+	stats.Snapshot
+	Peers *peerStats `json:"peers,omitempty"`
+}
+
 // statsFetch GETs /v1/stats and applies the command's what-if options.
-func statsFetch(ctx context.Context, client *http.Client, o statsOpts) (stats.Snapshot, error) {
-	var s stats.Snapshot
+func statsFetch(ctx context.Context, client *http.Client, o statsOpts) (statsDoc, error) {
+	var s statsDoc
 	u := "http://stallfs/v1/stats?files=" + url.QueryEscape(strconv.Itoa(o.files))
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
@@ -221,9 +228,15 @@ func statsFetch(ctx context.Context, client *http.Client, o statsOpts) (stats.Sn
 
 // statsPrint writes the snapshot as JSON (one document per line when
 // watching) or as the readable summary.
-func statsPrint(w io.Writer, s stats.Snapshot, o statsOpts) error {
+func statsPrint(w io.Writer, s statsDoc, o statsOpts) error {
 	if !o.json {
-		return stats.WriteText(w, s, stats.TextOptions{})
+		if err := stats.WriteText(w, s.Snapshot, stats.TextOptions{}); err != nil {
+			return err
+		}
+		if s.Peers != nil {
+			writePeerText(w, s.Peers)
+		}
+		return nil
 	}
 	enc := json.NewEncoder(w)
 	if o.watch <= 0 {
