@@ -23,7 +23,7 @@ VERSITYGW         := .cache/bin/versitygw
 AZURITE_DIR       := testdata/azurite
 AZURITE_VERSION   := $(shell sed -n 's/.*"azurite": "\([0-9.]*\)".*/\1/p' $(AZURITE_DIR)/package.json)
 
-.PHONY: all build test demo bench bench-cache bench-prefetch bench-s3 bench-azure bench-peers fuzz fmt vet clean deps test-deps torch-deps check-go test-servers azurite
+.PHONY: all build test demo bench bench-cache bench-prefetch bench-s3 bench-azure bench-peers bench-e2e fuzz fmt vet clean deps test-deps torch-deps check-go test-servers azurite
 
 all: build
 
@@ -119,6 +119,17 @@ bench-azure: build deps azurite
 # each caching D/3; figures go to docs/benchmarks.md.
 bench-peers: build deps
 	STALLFS_BIN=$(BIN) scripts/bench-peers.sh
+
+# The DS-Analyzer measurement with a real PyTorch loader (issue 9): the
+# page cache in a memory cgroup, rclone --vfs-cache-mode full, stallfs with
+# and without prefetch, same budget f x D; CSV, table and PNGs to docs/e2e/.
+bench-e2e: build deps torch-deps
+	$(call apt_install,rclone:rclone)
+	@/usr/bin/python3 -c 'import matplotlib' 2>/dev/null || { \
+	  echo "installing: python3-matplotlib"; \
+	  apt-get update -qq; \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-matplotlib; }
+	STALLFS_BIN=$(BIN) scripts/bench-e2e.sh
 
 # Every fuzz target (func FuzzXxx in a _test.go file) for FUZZTIME each, one
 # after the other; `make test` runs only their seed corpora. A crasher is

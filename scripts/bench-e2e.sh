@@ -1,0 +1,276 @@
+#!/usr/bin/env bash
+# make bench-e2e: a real PyTorch input loop (scripts/train_loader.py:
+# ImageFolder, JPEG decode, RandomResizedCrop/flip/ToTensor/Normalize,
+# DataLoader workers, DistributedSampler(num_replicas=1, rank=0, seed=SEED)
+# with set_epoch, a simulated GPU step of BENCH_GPU_MS per batch) over the
+# same generated JPEG dataset of D bytes, the same memory budget f x D and
+# the same per-epoch orders, on every system (issue 9):
+#
+#   synthetic         --synthetic: no I/O, no decode (DS-Analyzer's maximum
+#                     ingestion rate of the simulated GPU)
+#   cached            local disk, every file in the page cache beforehand,
+#                     no memory limit (DS-Analyzer's fully cached run: its
+#                     data stall is the prep stall); it also measures the
+#                     loop's peak memory (the cgroup allowance below)
+#   pagecache         local disk, caches dropped, the loop in a memory cgroup
+#                     of f x D + the loop's own peak memory (DS-Analyzer's
+#                     cold run with the budget: the page cache, LRU); device
+#                     bytes per epoch from /proc/PID/io read_bytes
+#   rclone            rclone mount of the local directory, --vfs-cache-mode
+#                     full --vfs-cache-max-size f x D (poll interval 1s so
+#                     the limit holds within an epoch), --bwlimit 100 MB/s;
+#                     bytes per epoch from rclone's rc core/stats
+#   stallfs           stallfs mount --cache-mem f x D over the throttled
+#                     local backend (--backend-latency 20ms
+#                     --backend-bandwidth 100MB/s); bytes per epoch from the
+#                     throttle's own counter (stallfs_throttle_read_bytes_total
+#                     on --metrics-addr: reads and prefetches alike)
+#   stallfs-prefetch  the same + --order torch-distributed --seed SEED
+#                     --world-size 1 --rank 0 --layout imagefolder (the
+#                     exported seed; the loop unchanged)
+#
+# Storage: all systems read the same local disk; only stallfs's backend is
+# throttled (20ms per request + 100 MB/s), rclone's is bandwidth-limited
+# only, the page cache reads the raw disk. So the baselines' cold reads are
+# cheaper than stallfs's: the times favour them; the bytes are comparable.
+# Every sample's bytes are verified against the generator's manifest.
+#
+# Output (BENCH_OUT_DIR, docs/e2e): e2e.csv, e2e.md, and the PNGs of
+# scripts/plot_e2e.py. Knobs (environment): BENCH_FILES (600), BENCH_MEAN
+# (48KiB), BENCH_EPOCHS (4), BENCH_FRACTIONS ("0.25 0.5 0.75"),
+# BENCH_SYSTEMS ("pagecache rclone stallfs stallfs-prefetch"), BENCH_GPU_MS
+# (60), BENCH_BATCH (16), BENCH_WORKERS (2), BENCH_CROP (224), BENCH_SEED
+# (11), BENCH_RC_PORT (45731), BENCH_METRICS_PORT (45732), STALLFS_BIN (bin/stallfs). Needs root
+# (FUSE, cgroups, drop_caches), python3-torch, python3-torchvision,
+# python3-matplotlib and rclone (installed with apt-get if missing).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH=/usr/local/go/bin:$PATH
+
+bin=$(realpath "${STALLFS_BIN:-bin/stallfs}")
+files=${BENCH_FILES:-600}
+mean=${BENCH_MEAN:-48KiB}
+epochs=${BENCH_EPOCHS:-4}
+fractions=${BENCH_FRACTIONS:-0.25 0.5 0.75}
+systems=${BENCH_SYSTEMS:-pagecache rclone stallfs stallfs-prefetch}
+gpu_ms=${BENCH_GPU_MS:-60}
+batch=${BENCH_BATCH:-16}
+workers=${BENCH_WORKERS:-2}
+crop=${BENCH_CROP:-224}
+seed=${BENCH_SEED:-11}
+rcport=${BENCH_RC_PORT:-45731}
+mport=${BENCH_METRICS_PORT:-45732}
+outdir=${BENCH_OUT_DIR:-docs/e2e}
+py=/usr/bin/python3
+mkdir -p "$outdir"
+outdir=$(realpath "$outdir")
+
+[ "$(id -u)" = 0 ] || { echo "bench-e2e: needs root (FUSE, cgroups, drop_caches)" >&2; exit 1; }
+
+missing=""
+"$py" -c 'import torch, torchvision' 2>/dev/null || missing="$missing python3-torch python3-torchvision"
+"$py" -c 'import matplotlib' 2>/dev/null || missing="$missing python3-matplotlib"
+command -v rclone >/dev/null || missing="$missing rclone"
+if [ -n "$missing" ]; then
+	echo "installing:$missing"
+	apt-get update -qq
+	# shellcheck disable=SC2086 # a list of packages
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing
+fi
+
+# The memory controller: cgroup v2 if it offers memory, else v1 (as in
+# scripts/bench-cache.sh).
+if grep -qw memory /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
+	cgroot=/sys/fs/cgroup
+	cglimit=memory.max
+	cgpeak=memory.peak
+	cgfile=file
+	grep -qw memory /sys/fs/cgroup/cgroup.subtree_control || echo +memory >/sys/fs/cgroup/cgroup.subtree_control
+elif [ -f /sys/fs/cgroup/memory/memory.limit_in_bytes ]; then
+	cgroot=/sys/fs/cgroup/memory
+	cglimit=memory.limit_in_bytes
+	cgpeak=memory.max_usage_in_bytes
+	cgfile=cache
+else
+	echo "bench-e2e: no cgroup memory controller" >&2
+	exit 1
+fi
+cg=$cgroot/stallfs-bench-e2e-$$
+
+work=$(mktemp -d /tmp/stallfs-bench-e2e.XXXXXX)
+mnt=$work/mnt
+mkdir -p "$mnt"
+rclone_pid=""
+cleanup() {
+	local rc=$?
+	if grep -qs " $mnt " /proc/self/mountinfo; then
+		fusermount3 -u "$mnt" 2>/dev/null || fusermount3 -uz "$mnt" || true
+	fi
+	if [ -n "$rclone_pid" ]; then kill "$rclone_pid" 2>/dev/null || true; fi
+	if [ -d "$cg" ]; then
+		while read -r pid; do echo "$pid" >"$cgroot/cgroup.procs" || true; done <"$cg/cgroup.procs"
+		rmdir "$cg" || true
+	fi
+	cp "$work/rclone.log" /tmp/e2e-rclone.log 2>/dev/null || true
+	rm -rf "$work"
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+go run ./scripts/gen-dataset -out "$work/src" -jpeg -classes 10 -files "$files" -mean "$mean" \
+	-min 8KiB -max 256KiB -seed 5 -manifest "$work/manifest.tsv" >/dev/null
+data=$work/src/train
+D=$(awk -F'\t' '{s += $2} END {printf "%d", s}' "$work/manifest.tsv")
+echo "dataset: $files JPEGs, $D bytes; $epochs epochs; f = $fractions; gpu ${gpu_ms}ms per batch of $batch; $workers workers; crop $crop"
+
+wait_mounted() {
+	for _ in $(seq 600); do
+		grep -qs " $1 " /proc/self/mountinfo && return 0
+		sleep 0.05
+	done
+	echo "bench-e2e: $1 did not mount" >&2
+	return 1
+}
+
+# loop NAME ROOT HOOK [PREFIX...]: runs the loader over ROOT, HOOK after
+# every epoch (it appends one cumulative counter to $work/NAME.bytes);
+# PREFIX is a command the loader runs under (the cgroup wrapper).
+loop() {
+	local name=$1 root=$2 hook=$3
+	shift 3
+	: >"$work/$name.bytes"
+	"$@" "$py" scripts/train_loader.py "$root" --manifest "$work/manifest.tsv" --epochs "$epochs" \
+		--workers "$workers" --batch-size "$batch" --crop "$crop" --gpu-ms "$gpu_ms" \
+		--sampler distributed --seed "$seed" --json --epoch-hook "$hook" >"$work/$name.jsonl"
+}
+
+# The loader's own device reads so far (its reaped workers included): the
+# hook's parent is the loader.
+pid_hook='awk '"'"'$1 == "read_bytes:" {print $2}'"'"' /proc/$PPID/io >>'
+
+# evict DIR: drops DIR's files from the page cache (POSIX_FADV_DONTNEED).
+evict() {
+	"$py" - "$1" <<'PY'
+import os, sys
+for d, _, names in os.walk(sys.argv[1]):
+    for n in names:
+        fd = os.open(os.path.join(d, n), os.O_RDONLY)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        os.close(fd)
+PY
+}
+
+incg() { bash -c 'echo $$ >"$0/cgroup.procs"; exec "$@"' "$cg" "$@"; }
+
+# 1. DS-Analyzer: synthetic, then fully cached (page cache warm, no limit).
+echo "synthetic"
+"$py" scripts/train_loader.py --synthetic --synthetic-images "$files" --epochs "$epochs" \
+	--batch-size "$batch" --crop "$crop" --gpu-ms "$gpu_ms" --json >"$work/synthetic.jsonl"
+: >"$work/synthetic.bytes"
+echo "cached"
+find "$data" -type f -exec cat {} + >/dev/null
+mkdir "$cg"
+loop cached "$data" "$pid_hook $work/cached.bytes" incg
+peak=$(cat "$cg/$cgpeak")
+allowance=$((peak + (4 << 20)))
+rmdir "$cg"
+echo "  the loop's peak memory (no data charged): $peak bytes; cgroup allowance $allowance"
+
+for f in $fractions; do
+	budget=$(awk -v f="$f" -v d="$D" 'BEGIN {printf "%d", f * d}')
+	for s in $systems; do
+		name="$s-$f"
+		echo "$name (budget $budget bytes)"
+		case $s in
+		pagecache)
+			mkdir "$cg"
+			echo $((budget + allowance)) >"$cg/$cglimit"
+			# Evict the dataset's pages only: dropping every cache would
+			# charge the loop's libraries (libtorch) to the cgroup too.
+			sync
+			evict "$data"
+			loop "$name" "$data" "$pid_hook $work/$name.bytes; awk '\$1 == \"$cgfile\" {print \$2}' $cg/memory.stat >>$work/$name.cache" incg
+			rmdir "$cg"
+			;;
+		rclone)
+			rm -rf "$work/rclone-cache"
+			rclone mount "$data" "$mnt" --read-only --vfs-cache-mode full --vfs-cache-max-size "${budget}B" \
+				--vfs-cache-poll-interval 1s --cache-dir "$work/rclone-cache" --dir-cache-time 1h \
+				--bwlimit 97656K --rc --rc-addr "127.0.0.1:$rcport" --rc-no-auth \
+				--log-file "$work/rclone.log" -v &
+			rclone_pid=$!
+			wait_mounted "$mnt"
+			loop "$name" "$mnt" "rclone rc --url http://127.0.0.1:$rcport/ core/stats | jq .bytes >>$work/$name.bytes"
+			fusermount3 -u "$mnt"
+			wait "$rclone_pid" || true
+			rclone_pid=""
+			;;
+		stallfs | stallfs-prefetch)
+			order=()
+			[ "$s" = stallfs-prefetch ] && order=(--order torch-distributed --seed "$seed" --world-size 1 --rank 0 --layout imagefolder)
+			"$bin" mount --daemon --log-file "$work/stallfs.log" --cache-mem "$budget" --backend-latency 20ms \
+				--backend-bandwidth 100MB/s --metrics-addr "127.0.0.1:$mport" "${order[@]}" "$data" "$mnt"
+			loop "$name" "$mnt" "curl -sf http://127.0.0.1:$mport/metrics | awk '\$1 == \"stallfs_throttle_read_bytes_total\" {printf \"%d\\n\", \$2}' >>$work/$name.bytes"
+			"$bin" unmount "$mnt"
+			;;
+		*)
+			echo "bench-e2e: unknown system $s" >&2
+			exit 2
+			;;
+		esac
+	done
+done
+
+# The table: one row per system, f and epoch.
+"$py" - "$work" "$D" "$outdir" "$fractions" "$systems" <<'EOF'
+import csv, json, os, sys
+work, D, outdir, fractions, systems = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4].split(), sys.argv[5].split()
+
+def read(name):
+    rows = [json.loads(l) for l in open(os.path.join(work, name + ".jsonl")) if l.strip()]
+    cum = [int(x) for x in open(os.path.join(work, name + ".bytes")).read().split()]
+    cache_path = os.path.join(work, name + ".cache")
+    cache = [int(x) for x in open(cache_path).read().split()] if os.path.exists(cache_path) else []
+    return rows, cum, cache
+
+runs = [("synthetic", "", "synthetic"), ("cached", "", "cached")]
+runs += [(s, f, f"{s}-{f}") for f in fractions for s in systems]
+prep = {}
+out = []
+for system, f, name in runs:
+    rows, cum, cache = read(name)
+    prev = 0
+    for i, r in enumerate(rows):
+        e = i + 1
+        b = ""
+        if i < len(cum):
+            b, prev = cum[i] - prev, cum[i]
+        if system == "cached":
+            prep[e] = r["stall_seconds"]
+        ideal = ""
+        if f:
+            ideal = D if e == 1 else round((1 - float(f)) * D)
+        fetch = ""
+        if system not in ("synthetic", "cached") and e in prep:
+            fetch = round(max(0.0, r["stall_seconds"] - prep[e]), 3)
+        out.append({
+            "system": system, "f": f, "epoch": e, "seconds": round(r["seconds"], 2),
+            "images_per_s": round(r["images_per_s"], 1), "data_stall_s": round(r["stall_seconds"], 2),
+            "fetch_stall_s": fetch, "backend_bytes": b, "minio_ideal_bytes": ideal,
+            "page_cache_bytes": cache[i] if i < len(cache) else "", "verified": r["verified"],
+        })
+cols = list(out[0].keys())
+with open(os.path.join(outdir, "e2e.csv"), "w", newline="") as fh:
+    w = csv.DictWriter(fh, fieldnames=cols)
+    w.writeheader()
+    w.writerows(out)
+with open(os.path.join(outdir, "e2e.md"), "w") as fh:
+    fh.write("| " + " | ".join(cols) + " |\n")
+    fh.write("|" + "---|" * len(cols) + "\n")
+    for r in out:
+        fh.write("| " + " | ".join(str(r[c]) for c in cols) + " |\n")
+print(open(os.path.join(outdir, "e2e.md")).read())
+EOF
+"$py" scripts/plot_e2e.py "$outdir/e2e.csv" "$outdir"
+echo "dataset D = $D bytes ($files JPEGs); machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo)"
