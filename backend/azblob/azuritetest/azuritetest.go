@@ -5,11 +5,8 @@
 package azuritetest
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,6 +20,8 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+
+	"github.com/stallfs/stallfs/backend/internal/servertest"
 )
 
 // The well-known development account that Azurite serves. The key is
@@ -44,7 +43,7 @@ type Server struct {
 
 	cmd      *exec.Cmd
 	done     chan struct{} // closed when the process has exited
-	output   *lockedBuffer
+	output   *servertest.Buffer
 	work     string // Azurite's working directory
 	stopOnce sync.Once
 }
@@ -93,7 +92,7 @@ func StopShared() {
 
 // launch installs Azurite if needed and starts it.
 func launch() (*Server, error) {
-	root, err := repoRoot()
+	root, err := servertest.RepoRoot()
 	if err != nil {
 		return nil, err
 	}
@@ -114,7 +113,7 @@ func launch() (*Server, error) {
 }
 
 func start(main string) (*Server, error) {
-	port, err := freePort()
+	port, err := servertest.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +126,7 @@ func start(main string) (*Server, error) {
 		"--inMemoryPersistence", "--skipApiVersionCheck", "--loose", "--silent",
 		"--extentMemoryLimit", "2048")
 	cmd.Dir = work // Azurite may write debug files to its working directory
-	out := &lockedBuffer{}
+	out := &servertest.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -142,24 +141,11 @@ func start(main string) (*Server, error) {
 		_ = cmd.Wait()
 		close(s.done)
 	}()
-	deadline := time.Now().Add(startTimeout)
-	for {
-		c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), time.Second)
-		if err == nil {
-			c.Close()
-			return s, nil
-		}
-		select {
-		case <-s.done:
-			s.Stop()
-			return nil, fmt.Errorf("azurite exited before listening on %d: %s", port, out.String())
-		case <-time.After(50 * time.Millisecond): // poll interval, not synchronisation
-		}
-		if time.Now().After(deadline) {
-			s.Stop()
-			return nil, fmt.Errorf("azurite did not listen on %d within %v: %s", port, startTimeout, out.String())
-		}
+	if err := servertest.WaitListening(port, s.done, startTimeout); err != nil {
+		s.Stop()
+		return nil, fmt.Errorf("azurite %w: %s", err, out.String())
 	}
+	return s, nil
 }
 
 // Stop ends Azurite (SIGTERM, then SIGKILL after 5 s) and waits for it.
@@ -219,34 +205,6 @@ func (s *Server) Put(t testing.TB, containerName, name string, data []byte) {
 // Output is what Azurite printed (for failure messages).
 func (s *Server) Output() string { return s.output.String() }
 
-// freePort asks the kernel for a free port on 127.0.0.1.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// repoRoot is the directory of go.mod above the working directory.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("go.mod not found above the working directory")
-		}
-		dir = parent
-	}
-}
-
 // install runs `npm ci` in dir unless Azurite is there, holding an
 // exclusive lock on a file in the temporary directory so that the test
 // binaries of several packages running at once install it once.
@@ -281,22 +239,4 @@ func install(dir string) error {
 func installed(marker string) bool {
 	b, err := os.ReadFile(marker)
 	return err == nil && strings.Contains(string(b), `"version": "3.37.0"`)
-}
-
-// lockedBuffer collects a process's output from two pipes.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -10,13 +10,12 @@ package s3test
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -26,6 +25,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/stallfs/stallfs/backend/internal/servertest"
 )
 
 // Version is the versitygw release the helper installs.
@@ -53,7 +54,7 @@ type Server struct {
 	exited   chan struct{}
 	stopOnce sync.Once
 	client   *awss3.Client
-	output   syncBuffer
+	output   servertest.Buffer
 }
 
 var bucketSeq atomic.Int64
@@ -65,7 +66,7 @@ func Binary(t testing.TB) string {
 	if p := os.Getenv("STALLFS_VERSITYGW"); p != "" {
 		return p
 	}
-	root, err := repoRoot()
+	root, err := servertest.RepoRoot()
 	if err != nil {
 		t.Fatalf("s3test: %v", err)
 	}
@@ -97,18 +98,6 @@ func Binary(t testing.TB) string {
 	return bin
 }
 
-func repoRoot() (string, error) {
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
-	}
-	mod := strings.TrimSpace(string(out))
-	if mod == "" || mod == os.DevNull {
-		return "", errors.New("not inside a Go module")
-	}
-	return filepath.Dir(mod), nil
-}
-
 // Start starts a versitygw server for the test and stops it in
 // t.Cleanup. It returns once the server accepts connections. A server that
 // exits before listening (its port taken meanwhile) is started again on
@@ -119,11 +108,15 @@ func Start(t testing.TB) *Server {
 	dir, meta := t.TempDir(), t.TempDir()
 	var lastErr error
 	for range 3 {
+		port, err := servertest.FreePort()
+		if err != nil {
+			t.Fatalf("s3test: %v", err)
+		}
 		s := &Server{
 			AccessKey: AccessKey,
 			SecretKey: SecretKey,
 			Dir:       dir,
-			Addr:      freeAddr(t),
+			Addr:      net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
 			exited:    make(chan struct{}),
 		}
 		s.Endpoint = "http://" + s.Addr
@@ -137,66 +130,16 @@ func Start(t testing.TB) *Server {
 		}
 		go func() { _ = s.cmd.Wait(); close(s.exited) }()
 		t.Cleanup(s.Stop)
-		if lastErr = s.waitListening(20 * time.Second); lastErr == nil {
+		err = servertest.WaitListening(port, s.exited, 20*time.Second)
+		if err == nil {
 			s.client = NewClient(s.Endpoint, s.AccessKey, s.SecretKey)
 			return s
 		}
+		lastErr = fmt.Errorf("versitygw %w: %s", err, s.output.String())
 		s.Stop()
 	}
 	t.Fatalf("s3test: %v", lastErr)
 	return nil
-}
-
-// waitListening polls the port until it accepts a connection, the process
-// exits, or d passes.
-func (s *Server) waitListening(d time.Duration) error {
-	deadline := time.Now().Add(d)
-	for {
-		c, err := net.DialTimeout("tcp", s.Addr, 200*time.Millisecond)
-		if err == nil {
-			c.Close()
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("versitygw not listening on %s after %v: %s", s.Addr, d, s.output.String())
-		}
-		select {
-		case <-s.exited:
-			return fmt.Errorf("versitygw exited before listening on %s: %s", s.Addr, s.output.String())
-		case <-time.After(20 * time.Millisecond): // poll interval, not a synchronisation
-		}
-	}
-}
-
-// syncBuffer is a bytes.Buffer that the process's output copier and the
-// test may use at once.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// freeAddr returns a 127.0.0.1 address with a port that was free a moment
-// ago.
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("s3test: %v", err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // NewClient returns an S3 client for endpoint with static credentials and
