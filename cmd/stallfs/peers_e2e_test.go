@@ -36,19 +36,26 @@ type peerMember struct {
 // each) and returns their paths and total size.
 func peerDataset(t *testing.T, src string, n int) ([]string, int64) {
 	t.Helper()
+	return peerDatasetTo(n, func(p string, data []byte) {
+		full := filepath.Join(src, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// peerDatasetTo is peerDataset writing each file with put.
+func peerDatasetTo(n int, put func(p string, data []byte)) ([]string, int64) {
 	rng := rand.New(rand.NewPCG(3, 3))
 	var paths []string
 	var total int64
 	for i := range n {
 		p := fmt.Sprintf("c%d/img%04d.jpg", i%5, i)
 		size := 20_000 + rng.IntN(80_000)
-		full := filepath.Join(src, p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, pattern(p, size), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		put(p, pattern(p, size))
 		paths = append(paths, p)
 		total += int64(size)
 	}
