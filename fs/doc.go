@@ -27,6 +27,16 @@
 //     reader (EINTR) does not fail the others.
 //   - Backend reads are bounded (Options.MaxFills); readahead never blocks
 //     a reader and is skipped when its slots are full.
+//   - With a peer group (SetPeers), an item another live member owns is
+//     read from that owner inside the item's one shared fill, between the
+//     local tiers and the backend. A non-owner never admits such an item
+//     to its cache, also not when it read it from the backend, unless
+//     PeerOptions.CacheOthers; the owner admits by the cache's rule.
+//   - A peer fetch holds no backend fill slot, so members waiting on each
+//     other's fills cannot exhaust each other's slots.
+//   - Any peer failure (down, timeout, bad checksum or length, refusal)
+//     falls back to the backend inside the same fill: no read fails or
+//     hangs because of a peer.
 //   - toErrno is the only place an error becomes an errno; unknown errors
 //     are EIO, never ENOSYS.
 //   - The control socket is found from the mountpoint without adding
