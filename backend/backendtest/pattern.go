@@ -1,33 +1,13 @@
 package backendtest
 
-import "encoding/binary"
+import "github.com/stallfs/stallfs/internal/testpattern"
 
 // Pattern fills p with the deterministic test content of the object at path,
-// starting at byte offset off. Byte i of an object is byte i%8 (little
-// endian) of word(seed(path), i/8), where seed is the 64-bit FNV-1a hash of
-// path and word is the splitmix64 finaliser of seed + (i/8+1) times the
-// golden-ratio constant; any byte of any object can thus be checked without
-// keeping the object. scripts/gen-dataset writes the same content, keyed by
-// the path relative to the dataset root.
+// starting at byte offset off: testpattern.Fill, so that any byte of any
+// object can be checked without keeping the object. scripts/gen-dataset
+// writes the same content, keyed by the path relative to the dataset root.
 func Pattern(path string, off int64, p []byte) {
-	s := seed(path)
-	w := uint64(off) / 8
-	var buf [8]byte
-	if skip := int(uint64(off) % 8); skip != 0 {
-		binary.LittleEndian.PutUint64(buf[:], word(s, w))
-		n := copy(p, buf[skip:])
-		p = p[n:]
-		w++
-	}
-	for len(p) >= 8 {
-		binary.LittleEndian.PutUint64(p, word(s, w))
-		p = p[8:]
-		w++
-	}
-	if len(p) > 0 {
-		binary.LittleEndian.PutUint64(buf[:], word(s, w))
-		copy(p, buf[:])
-	}
+	testpattern.Fill(path, off, p)
 }
 
 // PatternBytes returns the first n bytes of the test content of path.
@@ -35,22 +15,4 @@ func PatternBytes(path string, n int) []byte {
 	p := make([]byte, n)
 	Pattern(path, 0, p)
 	return p
-}
-
-// seed is the 64-bit FNV-1a hash of path.
-func seed(path string) uint64 {
-	h := uint64(14695981039346656037)
-	for i := 0; i < len(path); i++ {
-		h ^= uint64(path[i])
-		h *= 1099511628211
-	}
-	return h
-}
-
-// word is the splitmix64 output for word index w of the stream seeded by s.
-func word(s, w uint64) uint64 {
-	z := s + (w+1)*0x9e3779b97f4a7c15
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
-	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
-	return z ^ (z >> 31)
 }

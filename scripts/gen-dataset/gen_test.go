@@ -5,7 +5,6 @@ import (
 	"errors"
 	"image/jpeg"
 	"io"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -21,21 +20,6 @@ func testConfig(t *testing.T) config {
 		t.Fatal(err)
 	}
 	return c
-}
-
-func TestPatternMatchesBackendtest(t *testing.T) {
-	rng := rand.New(rand.NewPCG(3, 4))
-	for i := range 200 {
-		path := strings.Repeat("x/", i%5) + "n01440764_" + string(rune('a'+i%26))
-		off := rng.Int64N(1 << 30)
-		n := rng.IntN(100)
-		got, want := make([]byte, n), make([]byte, n)
-		pattern(path, off, got)
-		backendtest.Pattern(path, off, want)
-		if !bytes.Equal(got, want) {
-			t.Fatalf("pattern(%q, %d, %d bytes) differs from backendtest.Pattern", path, off, n)
-		}
-	}
 }
 
 func TestSizeDistribution(t *testing.T) {

@@ -8,12 +8,14 @@
 //
 // The same flags give the same tree, byte for byte. Without -jpeg, byte i
 // of the file at relative path p (e.g. "train/n01440764/n01440764_18.JPEG")
-// is byte i of backendtest.Pattern(p), so any byte can be checked without a
+// is byte i of testpattern.Fill(p) (internal/testpattern, which
+// backendtest.Pattern is too), so any byte can be checked without a
 // manifest. With -jpeg, files are decodable JPEGs (noise over gradients,
 // padded to the drawn size with comment segments); they are deterministic
 // but checked against the manifest or a second run.
 //
-// It uses the standard library only.
+// It uses the standard library and internal/testpattern (itself standard
+// library only).
 package main
 
 import (

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/stallfs/stallfs/internal/testpattern"
 )
 
 // chunk is how much of a file a worker generates and writes at once.
@@ -138,7 +140,7 @@ func (w *writer) write(out string, s fileSpec) (sum string, err error) {
 	} else {
 		for off := int64(0); off < s.size; off += chunk {
 			p := w.buf[:min(chunk, s.size-off)]
-			pattern(s.path, off, p)
+			testpattern.Fill(s.path, off, p)
 			if _, err := f.Write(p); err != nil {
 				return "", err
 			}
