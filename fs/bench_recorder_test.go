@@ -93,19 +93,7 @@ func BenchmarkReadPathRecorder(b *testing.B) {
 func BenchmarkMountCachedRecorder(b *testing.B) {
 	src := b.TempDir()
 	const n, size = 256, 110_000
-	buf := make([]byte, size)
-	var paths []string
-	for i := range n {
-		p := fmt.Sprintf("c%02d/f%04d.jpg", i%16, i)
-		fillPat(buf, int64(i), 0)
-		if err := os.MkdirAll(filepath.Join(src, filepath.Dir(p)), 0o755); err != nil {
-			b.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(src, p), buf, 0o644); err != nil {
-			b.Fatal(err)
-		}
-		paths = append(paths, p)
-	}
+	paths := writeBenchFiles(b, src, n, size)
 	mount := func(on bool) string {
 		c, err := mincache.Open(mincache.Options{MemBytes: 2 * n * size, Source: src})
 		if err != nil {

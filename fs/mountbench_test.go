@@ -10,6 +10,27 @@ import (
 	"github.com/stallfs/stallfs/mincache"
 )
 
+// writeBenchFiles writes n files of size bytes (fillPat content, seed =
+// index) below src in 16 class directories, "cNN/fNNNN.jpg", and returns
+// their relative paths.
+func writeBenchFiles(b *testing.B, src string, n, size int) []string {
+	b.Helper()
+	buf := make([]byte, size)
+	var paths []string
+	for i := range n {
+		p := fmt.Sprintf("c%02d/f%04d.jpg", i%16, i)
+		fillPat(buf, int64(i), 0)
+		if err := os.MkdirAll(filepath.Join(src, filepath.Dir(p)), 0o755); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(src, p), buf, 0o644); err != nil {
+			b.Fatal(err)
+		}
+		paths = append(paths, p)
+	}
+	return paths
+}
+
 // BenchmarkMountSmallFiles reads ~110 KB files with 16 readers, directly
 // from the source directory (page cache warm) and through a mount without
 // a cache (each read fetches from the source) and with a warm mincache
@@ -17,17 +38,7 @@ import (
 func BenchmarkMountSmallFiles(b *testing.B) {
 	src := b.TempDir()
 	const n, size = 512, 110_000
-	buf := make([]byte, size)
-	var paths []string
-	for i := range n {
-		p := fmt.Sprintf("c%02d/f%04d.jpg", i%16, i)
-		fillPat(buf, int64(i), 0)
-		os.MkdirAll(filepath.Join(src, filepath.Dir(p)), 0o755)
-		if err := os.WriteFile(filepath.Join(src, p), buf, 0o644); err != nil {
-			b.Fatal(err)
-		}
-		paths = append(paths, p)
-	}
+	paths := writeBenchFiles(b, src, n, size)
 	read := func(b *testing.B, root string) {
 		var next atomic.Int64
 		b.SetBytes(size)
