@@ -140,24 +140,11 @@ echo "stallfs: $epochs epochs, $readers readers"
 AZURE_STORAGE_ACCESS_KEY=$key \
 	"$bin" mount --daemon --log-file "$work/stallfs.log" --azure-endpoint "$endpoint" \
 	${BENCH_MOUNT_FLAGS:-} "az://$account/bench" "$work/mnt-stallfs"
-if [ "${BENCH_VERIFY:-0}" = 1 ]; then
-	"$reader" -dir "$work/mnt-stallfs" -epochs 1 -readers "$readers" -verify-dir "$work/data" -format tsv >/dev/null
-	echo "  every byte verified"
-fi
-"$reader" -dir "$work/mnt-stallfs" -epochs "$epochs" -readers "$readers" -seed 7 -format tsv -label stallfs | tee -a "$out" >/dev/null
+verify_mount "$work/mnt-stallfs" "$work/data"
+read_epochs "$work/mnt-stallfs" stallfs "$readers"
 "$bin" unmount "$work/mnt-stallfs"
 
-for mode in $modes; do
-	m=$work/mnt-rclone-$mode
-	mkdir -p "$m"
-	echo "rclone mount --vfs-cache-mode $mode: $epochs epochs, $readers readers"
-	rclone mount az: "$m" --read-only --daemon --vfs-cache-mode "$mode" \
-		--cache-dir "$work/rclone-cache" --vfs-cache-max-size "$cache" --dir-cache-time 1h \
-		--log-file "$work/rclone-$mode.log"
-	wait_mounted "$m"
-	"$reader" -dir "$m" -epochs "$epochs" -readers "$readers" -seed 7 -format tsv -label "rclone-$mode" | tee -a "$out" >/dev/null
-	fusermount3 -u "$m"
-done
+rclone_epochs az: rclone
 
 echo
 echo "dataset: $(rows_summary "$out") on Azurite 3.37.0 (in memory, 127.0.0.1); $readers readers; $(host_summary)"

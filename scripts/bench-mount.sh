@@ -46,8 +46,8 @@ echo "warming the page cache (one untimed pass direct, one through stallfs)"
 
 : >"$out"
 for r in $readers; do
-	"$reader" -dir "$data" -epochs "$epochs" -readers "$r" -seed 7 -format tsv -label direct | tee -a "$out" >/dev/null
-	"$reader" -dir "$mnt" -epochs "$epochs" -readers "$r" -seed 7 -format tsv -label stallfs | tee -a "$out" >/dev/null
+	read_epochs "$data" direct "$r"
+	read_epochs "$mnt" stallfs "$r"
 	echo "  $r reader(s) done"
 done
 "$bin" unmount "$mnt"

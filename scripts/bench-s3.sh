@@ -90,24 +90,11 @@ AWS_ACCESS_KEY_ID=$access AWS_SECRET_ACCESS_KEY=$secret AWS_REGION=us-east-1 \
 	AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null \
 	"$bin" mount --daemon --log-file "$work/stallfs.log" --s3-endpoint "$endpoint" --s3-path-style \
 	${BENCH_MOUNT_FLAGS:-} s3://bench "$work/mnt-stallfs"
-if [ "${BENCH_VERIFY:-0}" = 1 ]; then
-	"$reader" -dir "$work/mnt-stallfs" -epochs 1 -readers "$readers" -verify-dir "$work/data" -format tsv >/dev/null
-	echo "  every byte verified"
-fi
-"$reader" -dir "$work/mnt-stallfs" -epochs "$epochs" -readers "$readers" -seed 7 -format tsv -label stallfs | tee -a "$out" >/dev/null
+verify_mount "$work/mnt-stallfs" "$work/data"
+read_epochs "$work/mnt-stallfs" stallfs "$readers"
 "$bin" unmount "$work/mnt-stallfs"
 
-for mode in $modes; do
-	m=$work/mnt-rclone-$mode
-	mkdir -p "$m"
-	echo "rclone mount --vfs-cache-mode $mode: $epochs epochs, $readers readers"
-	rcl mount vgw:bench "$m" --read-only --daemon --vfs-cache-mode "$mode" \
-		--cache-dir "$work/rclone-cache" --vfs-cache-max-size "$cache" --dir-cache-time 1h \
-		--log-file "$work/rclone-$mode.log"
-	wait_mounted "$m"
-	"$reader" -dir "$m" -epochs "$epochs" -readers "$readers" -seed 7 -format tsv -label "rclone-$mode" | tee -a "$out" >/dev/null
-	fusermount3 -u "$m"
-done
+rclone_epochs vgw:bench rcl
 
 echo
 echo "dataset: $(rows_summary "$out") on versitygw v1.8.0 (posix, local disk, 127.0.0.1); $readers readers; $(host_summary)"

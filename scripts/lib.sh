@@ -128,3 +128,43 @@ END {
 	}
 }' "$1"
 }
+
+# The epoch-reader runs below use the caller's globals: reader (the
+# epoch-reader binary), epochs, readers, out (the raw rows file) and, for
+# rclone_epochs, work, cache and modes.
+
+# read_epochs DIR LABEL READERS: read DIR for $epochs epochs with READERS
+# readers in the seeded random order (seed 7) and append the rows, labelled
+# LABEL, to $out.
+read_epochs() {
+	"$reader" -dir "$1" -epochs "$epochs" -readers "$3" -seed 7 -format tsv -label "$2" | tee -a "$out" >/dev/null
+}
+
+# verify_mount DIR SRC: with BENCH_VERIFY=1, read DIR once with $readers
+# readers and check every byte against SRC; else nothing.
+verify_mount() {
+	if [ "${BENCH_VERIFY:-0}" = 1 ]; then
+		"$reader" -dir "$1" -epochs 1 -readers "$readers" -verify-dir "$2" -format tsv >/dev/null
+		echo "  every byte verified"
+	fi
+}
+
+# rclone_epochs REMOTE RCLONE...: for each --vfs-cache-mode in $modes,
+# mount REMOTE read-only with `RCLONE... mount` (rclone, or a wrapper of it)
+# on $work/mnt-rclone-MODE (disk cache in $work/rclone-cache, at most
+# $cache), read_epochs it as rclone-MODE with $readers readers, and unmount.
+rclone_epochs() {
+	local remote=$1 mode m
+	shift
+	for mode in $modes; do
+		m=$work/mnt-rclone-$mode
+		mkdir -p "$m"
+		echo "rclone mount --vfs-cache-mode $mode: $epochs epochs, $readers readers"
+		"$@" mount "$remote" "$m" --read-only --daemon --vfs-cache-mode "$mode" \
+			--cache-dir "$work/rclone-cache" --vfs-cache-max-size "$cache" --dir-cache-time 1h \
+			--log-file "$work/rclone-$mode.log"
+		wait_mounted "$m"
+		read_epochs "$m" "rclone-$mode" "$readers"
+		fusermount3 -u "$m"
+	done
+}
