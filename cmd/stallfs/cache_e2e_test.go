@@ -48,13 +48,7 @@ func newCacheDataset(t *testing.T, n int) *cacheDataset {
 	for i := range n {
 		p := fmt.Sprintf("train/c%d/%04d.JPEG", i%4, i)
 		size := 8192 + (i*7919)%56000
-		full := filepath.Join(d.src, filepath.FromSlash(p))
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, pattern(p, size), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		writeTestFile(t, d.src, p, pattern(p, size))
 		d.files = append(d.files, p)
 		d.sizes[p] = int64(size)
 		d.bytes += int64(size)

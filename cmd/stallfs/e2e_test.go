@@ -92,13 +92,7 @@ func makeDataset(t *testing.T, root string) []string {
 	}
 	var paths []string
 	for p, size := range files {
-		full := filepath.Join(root, filepath.FromSlash(p))
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, pattern(p, size), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		writeTestFile(t, root, p, pattern(p, size))
 		paths = append(paths, p)
 	}
 	return paths

@@ -39,13 +39,7 @@ func newFltData(t *testing.T, n, minSize int) *fltData {
 	for i := range n {
 		p := fmt.Sprintf("train/c%d/%04d.JPEG", i%3, i)
 		size := minSize + (i*7919)%40000
-		full := filepath.Join(d.src, filepath.FromSlash(p))
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, pattern(p, size), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		writeTestFile(t, d.src, p, pattern(p, size))
 		d.files = append(d.files, p)
 		d.sizes[p] = size
 		d.bytes += int64(size)

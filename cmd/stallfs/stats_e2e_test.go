@@ -54,13 +54,7 @@ func statsDataset(t *testing.T, root string) ([]statsFile, int64) {
 	for i := range files {
 		f := &files[i]
 		f.want = pattern(f.path, f.size)
-		full := filepath.Join(root, filepath.FromSlash(f.path))
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, f.want, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		writeTestFile(t, root, f.path, f.want)
 		d += int64(f.size)
 	}
 	return files, d

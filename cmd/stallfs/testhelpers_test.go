@@ -115,6 +115,19 @@ func testMountpoint(t *testing.T) string {
 	return mnt
 }
 
+// writeTestFile writes data to root/rel (rel with slashes), making the
+// directories on the way.
+func writeTestFile(t *testing.T, root, rel string, data []byte) {
+	t.Helper()
+	full := filepath.Join(root, filepath.FromSlash(rel))
+	if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(full, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // uploadDataset generates the e2e dataset (makeDataset), hands every file
 // to put (an object store's upload) and returns the relative file paths.
 func uploadDataset(t *testing.T, put func(name string, data []byte)) []string {
