@@ -7,7 +7,7 @@ import (
 	"image/jpeg"
 	"math"
 
-	"github.com/stallfs/stallfs/internal/testpattern"
+	"github.com/stallfs/stallfs/backend/backendtest/pattern"
 )
 
 // minJPEG is the smallest file -jpeg can make: a tiny image's encoding fits
@@ -68,7 +68,7 @@ func padJPEG(buf *bytes.Buffer, f fileSpec) {
 			n -= 4 // leave a remainder that forms a segment
 		}
 		data := make([]byte, n-4)
-		testpattern.Fill(f.path, off, data)
+		pattern.Fill(f.path, off, data)
 		off += int64(len(data))
 		buf.Write([]byte{0xFF, 0xFE, byte((n - 2) >> 8), byte(n - 2)})
 		buf.Write(data)

@@ -8,13 +8,13 @@
 //
 // The same flags give the same tree, byte for byte. Without -jpeg, byte i
 // of the file at relative path p (e.g. "train/n01440764/n01440764_18.JPEG")
-// is byte i of testpattern.Fill(p) (internal/testpattern, which
+// is byte i of pattern.Fill(p) (backend/backendtest/pattern, which
 // backendtest.Pattern is too), so any byte can be checked without a
 // manifest. With -jpeg, files are decodable JPEGs (noise over gradients,
 // padded to the drawn size with comment segments); they are deterministic
 // but checked against the manifest or a second run.
 //
-// It uses the standard library and internal/testpattern (itself standard
+// It uses the standard library and backend/backendtest/pattern (itself standard
 // library only).
 package main
 

@@ -14,7 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/stallfs/stallfs/internal/testpattern"
+	"github.com/stallfs/stallfs/backend/backendtest/pattern"
 )
 
 // chunk is how much of a file a worker generates and writes at once.
@@ -140,7 +140,7 @@ func (w *writer) write(out string, s fileSpec) (sum string, err error) {
 	} else {
 		for off := int64(0); off < s.size; off += chunk {
 			p := w.buf[:min(chunk, s.size-off)]
-			testpattern.Fill(s.path, off, p)
+			pattern.Fill(s.path, off, p)
 			if _, err := f.Write(p); err != nil {
 				return "", err
 			}

@@ -1,4 +1,4 @@
-package testpattern
+package pattern
 
 import (
 	"bytes"

@@ -1,11 +1,11 @@
-// Package testpattern is the deterministic content of stallfs's test and
+// Package pattern is the deterministic content of stallfs's test and
 // benchmark data: byte i of the object (or file) at path is a function of
 // path and i alone, so any byte read anywhere can be checked without
 // keeping the object. backend/backendtest (Pattern, PatternBytes) and
 // scripts/gen-dataset both write it; the content is frozen (a golden test),
 // since generated datasets must stay checkable. It uses encoding/binary
 // only, so a program may import it without pulling in test machinery.
-package testpattern
+package pattern
 
 import "encoding/binary"
 
