@@ -15,7 +15,10 @@
 #   pagecache         local disk, caches dropped, the loop in a memory cgroup
 #                     of f x D + the loop's own peak memory (DS-Analyzer's
 #                     cold run with the budget: the page cache, LRU); device
-#                     bytes per epoch from /proc/PID/io read_bytes
+#                     bytes per epoch from /proc/PID/io read_bytes.
+#                     Known limit: the loop's memory varies by 10-20 MB
+#                     below its peak, and that slack goes to the page cache
+#                     (page_cache_bytes in the table shows what it held)
 #   rclone            rclone mount of the local directory, --vfs-cache-mode
 #                     full --vfs-cache-max-size f x D (poll interval 1s so
 #                     the limit holds within an epoch), --bwlimit 100 MB/s;
