@@ -23,7 +23,7 @@ import (
 // mountProc is a foreground `stallfs mount` process.
 type mountProc struct {
 	cmd    *exec.Cmd
-	stderr bytes.Buffer
+	stderr lockedBuffer
 	done   chan struct{} // closed once the process exited; then err is set
 	err    error
 }
@@ -69,7 +69,11 @@ func startForegroundArgs(t *testing.T, mnt string, args ...string) *mountProc {
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	deadline := time.After(30 * time.Second)
-	for !isMounted(mnt) {
+	// Wait for the "mounted" log line, not only for the mount table: the
+	// daemon's own start-up lookup in the mount (go-fuse's poll hack) runs
+	// after the kernel lists the mount, and a SIGKILL during it leaves a
+	// connection that nobody can answer.
+	for !isMounted(mnt) || !strings.Contains(p.stderr.String(), "msg=mounted") {
 		select {
 		case <-p.done:
 			t.Fatalf("stallfs mount exited before mounting: %v\n%s", p.err, p.stderr.String())
@@ -79,6 +83,24 @@ func startForegroundArgs(t *testing.T, mnt string, args ...string) *mountProc {
 		}
 	}
 	return p
+}
+
+// lockedBuffer is a bytes.Buffer that a process writes while the test reads.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // mountDaemon runs `stallfs mount --daemon --log-file LOG FLAGS... SRC MNT`,
