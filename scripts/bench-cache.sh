@@ -41,21 +41,8 @@ out=$(bench_out "${BENCH_OUT:-out/bench-cache.tsv}")
 
 [ "$(id -u)" = 0 ] || { echo "bench-cache: needs root (cgroups, drop_caches, FUSE)" >&2; exit 1; }
 
-# The memory controller: cgroup v2 if it offers memory, else v1.
-if grep -qw memory /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
-	cgroot=/sys/fs/cgroup
-	cglimit=memory.max
-	cgver=v2
-	grep -qw memory /sys/fs/cgroup/cgroup.subtree_control || echo +memory >/sys/fs/cgroup/cgroup.subtree_control
-elif [ -f /sys/fs/cgroup/memory/memory.limit_in_bytes ]; then
-	cgroot=/sys/fs/cgroup/memory
-	cglimit=memory.limit_in_bytes
-	cgver=v1
-else
-	echo "bench-cache: no cgroup memory controller (neither v2 memory.max nor v1 memory.limit_in_bytes)" >&2
-	exit 1
-fi
-cg=$cgroot/stallfs-bench-cache-$$
+# The memory controller (cgroup v2 or v1): scripts/lib.sh.
+mem_cgroup stallfs-bench-cache
 
 work=$(mktemp -d /tmp/stallfs-bench-cache.XXXXXX)
 mnt=$work/mnt

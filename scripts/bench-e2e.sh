@@ -48,6 +48,8 @@
 # python3-matplotlib and rclone (installed with apt-get if missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
 export PATH=/usr/local/go/bin:$PATH
 
 bin=$(realpath "${STALLFS_BIN:-bin/stallfs}")
@@ -81,24 +83,8 @@ if [ -n "$missing" ]; then
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing
 fi
 
-# The memory controller: cgroup v2 if it offers memory, else v1 (as in
-# scripts/bench-cache.sh).
-if grep -qw memory /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
-	cgroot=/sys/fs/cgroup
-	cglimit=memory.max
-	cgpeak=memory.peak
-	cgfile=file
-	grep -qw memory /sys/fs/cgroup/cgroup.subtree_control || echo +memory >/sys/fs/cgroup/cgroup.subtree_control
-elif [ -f /sys/fs/cgroup/memory/memory.limit_in_bytes ]; then
-	cgroot=/sys/fs/cgroup/memory
-	cglimit=memory.limit_in_bytes
-	cgpeak=memory.max_usage_in_bytes
-	cgfile=cache
-else
-	echo "bench-e2e: no cgroup memory controller" >&2
-	exit 1
-fi
-cg=$cgroot/stallfs-bench-e2e-$$
+# The memory controller (cgroup v2 or v1): scripts/lib.sh.
+mem_cgroup stallfs-bench-e2e
 
 work=$(mktemp -d /tmp/stallfs-bench-e2e.XXXXXX)
 mnt=$work/mnt
@@ -126,15 +112,6 @@ go run ./scripts/gen-dataset -out "$work/src" -jpeg -classes 10 -files "$files" 
 data=$work/src/train
 D=$(awk -F'\t' '{s += $2} END {printf "%d", s}' "$work/manifest.tsv")
 echo "dataset: $files JPEGs, $D bytes; $epochs epochs; f = $fractions; gpu ${gpu_ms}ms per batch of $batch; $workers workers; crop $crop"
-
-wait_mounted() {
-	for _ in $(seq 600); do
-		grep -qs " $1 " /proc/self/mountinfo && return 0
-		sleep 0.05
-	done
-	echo "bench-e2e: $1 did not mount" >&2
-	return 1
-}
 
 # loop NAME ROOT HOOK [PREFIX...]: runs the loader over ROOT, HOOK after
 # every epoch (it appends one cumulative counter to $work/NAME.bytes);

@@ -168,3 +168,20 @@ rclone_epochs() {
 		fusermount3 -u "$m"
 	done
 }
+
+# mem_cgroup NAME: find the memory controller (cgroup v2 if it offers memory,
+# else v1) and set cgroot, cglimit (the limit file), cgpeak (the peak usage
+# file), cgfile (the page-cache key of memory.stat), cgver and cg (the path of
+# a new cgroup NAME-$$, not created yet). Exits when there is none.
+mem_cgroup() {
+	if grep -qw memory /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
+		cgroot=/sys/fs/cgroup cglimit=memory.max cgpeak=memory.peak cgfile=file cgver=v2
+		grep -qw memory /sys/fs/cgroup/cgroup.subtree_control || echo +memory >/sys/fs/cgroup/cgroup.subtree_control
+	elif [ -f /sys/fs/cgroup/memory/memory.limit_in_bytes ]; then
+		cgroot=/sys/fs/cgroup/memory cglimit=memory.limit_in_bytes cgpeak=memory.max_usage_in_bytes cgfile=cache cgver=v1
+	else
+		echo "$1: no cgroup memory controller (neither v2 memory.max nor v1 memory.limit_in_bytes)" >&2
+		exit 1
+	fi
+	cg=$cgroot/$1-$$
+}
