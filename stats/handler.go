@@ -2,6 +2,7 @@ package stats
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 )
@@ -18,17 +19,30 @@ func (r *Recorder) Handler() http.Handler {
 			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 			return
 		}
-		files := 0
-		if v := req.URL.Query().Get("files"); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 0 || n > maxTopFiles {
-				http.Error(w, "files: want an integer in 0..100000", http.StatusBadRequest)
-				return
-			}
-			files = n
+		files, err := TopFilesParam(req)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
 		}
 		w.Header().Set("Content-Type", "application/json")
 		// The client may be gone; nothing to do about a failed write.
 		_ = json.NewEncoder(w).Encode(r.Snapshot(files))
 	})
+}
+
+// errTopFiles is the answer to a bad files parameter.
+var errTopFiles = errors.New("files: want an integer in 0..100000")
+
+// TopFilesParam reads the files=N parameter of a stats request (0 when
+// absent): how many files, ordered by stall, the Snapshot should list.
+func TopFilesParam(req *http.Request) (int, error) {
+	v := req.URL.Query().Get("files")
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 || n > maxTopFiles {
+		return 0, errTopFiles
+	}
+	return n, nil
 }

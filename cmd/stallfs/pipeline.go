@@ -359,14 +359,10 @@ type mountStats struct {
 }
 
 func (p *pipeline) serveStats(w http.ResponseWriter, r *http.Request) {
-	files := 0
-	if v := r.URL.Query().Get("files"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 || n > 100000 {
-			http.Error(w, "files: want an integer in 0..100000", http.StatusBadRequest)
-			return
-		}
-		files = n
+	files, err := stats.TopFilesParam(r)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
 	}
 	out := mountStats{Snapshot: p.rec.Snapshot(files), Peers: p.peer.stats()}
 	if p.pf != nil {
