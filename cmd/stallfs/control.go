@@ -29,13 +29,21 @@ func newControlClient(mountpoint string) (*controlClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	tr := &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", sock)
+	return &controlClient{socket: sock, http: socketHTTPClient(sock, 0)}, nil
+}
+
+// socketHTTPClient talks HTTP over the unix socket at sock (the host part of
+// request URLs is ignored); timeout 0 means none.
+func socketHTTPClient(sock string, timeout time.Duration) *http.Client {
+	return &http.Client{
+		Timeout: timeout,
+		Transport: &http.Transport{
+			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+				var d net.Dialer
+				return d.DialContext(ctx, "unix", sock)
+			},
 		},
 	}
-	return &controlClient{socket: sock, http: &http.Client{Transport: tr}}, nil
 }
 
 // getJSON GETs path (e.g. "/v1/status") and decodes the JSON answer into v.

@@ -2,14 +2,12 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	iofs "io/fs"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -201,15 +199,7 @@ func orderClient(mountpoint string) (*http.Client, error) {
 	if err != nil {
 		return nil, usagef("%s is not a stallfs mount (no control socket): %w", mountpoint, err)
 	}
-	return &http.Client{
-		Timeout: time.Minute,
-		Transport: &http.Transport{
-			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-				var d net.Dialer
-				return d.DialContext(ctx, "unix", sock)
-			},
-		},
-	}, nil
+	return socketHTTPClient(sock, time.Minute), nil
 }
 
 // orderCheck turns a non-2xx answer into an error carrying its first line.

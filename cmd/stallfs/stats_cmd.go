@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -165,15 +164,7 @@ func statsRun(ctx context.Context, w io.Writer, socketPath func(string) (string,
 
 // statsClient talks HTTP over the unix socket at sock.
 func statsClient(sock string) *http.Client {
-	return &http.Client{
-		Timeout: 30 * time.Second,
-		Transport: &http.Transport{
-			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-				var d net.Dialer
-				return d.DialContext(ctx, "unix", sock)
-			},
-		},
-	}
+	return socketHTTPClient(sock, 30*time.Second)
 }
 
 // statsDoc is the part of GET /v1/stats the command shows: the stats
