@@ -76,6 +76,10 @@ type Options struct {
 	// can be built from Files, TreeFS and PathOf and plugged in with
 	// SetCache, SetRecorder and Handle. An error aborts New.
 	BeforeMount func(m *Mount) error
+	// MetadataFile, if set, is where the listed tree is persisted so that
+	// a remount of an unchanged source need not list it again (see
+	// readTree). Empty: list at every mount.
+	MetadataFile string
 }
 
 func (o Options) withDefaults() Options {
@@ -165,7 +169,7 @@ func New(ctx context.Context, mountpoint string, b backend.Backend, opts Options
 	if err := CheckMountpoint(abs); err != nil {
 		return nil, err
 	}
-	t, err := readTree(ctx, b, opts.ListParallel)
+	t, err := readTree(ctx, b, opts)
 	if err != nil {
 		return nil, fmt.Errorf("read tree of %s: %w", b, err)
 	}
@@ -247,21 +251,6 @@ func goFuseLogLevel(debug bool) slog.Level {
 		return slog.LevelDebug
 	}
 	return slog.LevelWarn
-}
-
-// readTree lists the source and lays it out.
-func readTree(ctx context.Context, b backend.Backend, parallel int) (*tree, error) {
-	root, err := b.Stat(ctx, "")
-	if err != nil {
-		// Object stores may have no entry for the root prefix; the
-		// listing below still reports a missing source.
-		root = backend.Entry{Mode: 0o555, ModTime: time.Now()}
-	}
-	listing, err := listAll(ctx, b, parallel)
-	if err != nil {
-		return nil, err
-	}
-	return buildTree(root, listing)
 }
 
 // Wait blocks until the file system is unmounted and the kernel has let go
