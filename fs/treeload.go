@@ -21,4 +21,3 @@ func readTree(ctx context.Context, b backend.Backend, opts Options) (*tree, erro
 	}
 	return buildTree(root, listing)
 }
-
