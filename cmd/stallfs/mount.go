@@ -145,7 +145,7 @@ func (a *cliApp) mountForeground(c *cli.Context, cfg mountConfig, openers map[st
 	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 
-	b, err := openers[cfg.Source.Scheme].open(ctx, c, cfg.Source)
+	b, err := openers[cfg.Source.Scheme].open(ctx, c, cfg.Source, log)
 	if err != nil {
 		return err
 	}

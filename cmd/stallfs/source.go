@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	iofs "io/fs"
+	"log/slog"
 	"net/url"
 	"os"
 	"sort"
@@ -20,7 +21,8 @@ type sourceOpener struct {
 	// open returns the backend for u. Bad input (a missing bucket name, a
 	// path that is not a directory, malformed credentials) is reported
 	// with usagef so that it exits with status 2 before anything mounts.
-	open func(ctx context.Context, c *cli.Context, u *url.URL) (backend.Backend, error)
+	// log receives the backend's own notices and warnings.
+	open func(ctx context.Context, c *cli.Context, u *url.URL, log *slog.Logger) (backend.Backend, error)
 	// flags are the source's own flags, appended to the mount command's.
 	// Each has an STALLFS_... environment variable.
 	flags []cli.Flag
@@ -84,7 +86,7 @@ func impliedSource(c *cli.Context, openers map[string]sourceOpener, args []strin
 }
 
 // openFileSource opens a local directory (a plain path or file:///path).
-func openFileSource(_ context.Context, _ *cli.Context, u *url.URL) (backend.Backend, error) {
+func openFileSource(_ context.Context, _ *cli.Context, u *url.URL, _ *slog.Logger) (backend.Backend, error) {
 	if err := checkSourceDir(u.Path); err != nil {
 		return nil, err
 	}

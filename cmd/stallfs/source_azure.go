@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"os"
 	"strings"
@@ -93,7 +94,7 @@ func impliedAzureSource(c *cli.Context) (string, bool, error) {
 // https://ACCOUNT.blob.core.windows.net/CONTAINER[/PREFIX]. Bad input, a
 // refused credential and a missing container are usage errors (exit 2),
 // reported before anything mounts, in one line without secrets.
-func openAzure(ctx context.Context, c *cli.Context, u *url.URL) (backend.Backend, error) {
+func openAzure(ctx context.Context, c *cli.Context, u *url.URL, log *slog.Logger) (backend.Backend, error) {
 	var file *blobfuse2Config
 	if path := c.String("config-file"); path != "" {
 		var err error
@@ -105,6 +106,7 @@ func openAzure(ctx context.Context, c *cli.Context, u *url.URL) (backend.Backend
 	if err != nil {
 		return nil, err
 	}
+	opts.Logger = log
 	b, err := azblob.New(ctx, opts)
 	switch {
 	case errors.Is(err, azblob.ErrAuth):

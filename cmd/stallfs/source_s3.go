@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strings"
 
@@ -29,11 +30,12 @@ func s3Flags() []cli.Flag {
 // openS3 opens s3://BUCKET[/PREFIX]. A malformed source or endpoint, an
 // unknown profile, a missing bucket and refused credentials are usage
 // errors (exit 2), reported before anything mounts.
-func openS3(ctx context.Context, c *cli.Context, u *url.URL) (backend.Backend, error) {
+func openS3(ctx context.Context, c *cli.Context, u *url.URL, log *slog.Logger) (backend.Backend, error) {
 	opts, err := s3Options(c, u)
 	if err != nil {
 		return nil, err
 	}
+	opts.Logger = log
 	b, err := s3.New(ctx, opts)
 	switch {
 	case errors.Is(err, s3.ErrBucketNotFound), errors.Is(err, s3.ErrAccessDenied):
