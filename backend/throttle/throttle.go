@@ -10,6 +10,12 @@
 // bandwidth, while their latencies overlap as they would against a remote
 // store. Every wait gives up when the request's context is done.
 //
+// Faults are injected with Options.Fault: a hand-written hook, FailFirst,
+// a spec (ParseFault: errors, hangs, counted, by operation and path) or a
+// spec file re-read when it changes (FaultFile), which lets a test change
+// the faults of a running mount. Options.Timeout bounds each request as a
+// remote store's client would, so that a hang ends in an error.
+//
 // Counters counts calls and bytes independently of the code above the
 // backend, so tests and benchmarks can check stallfs's own accounting.
 package throttle
@@ -17,6 +23,7 @@ package throttle
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	iofs "io/fs"
 	"sync"
@@ -55,8 +62,16 @@ type Options struct {
 	// Fault, if set, is called before each operation with its name (OpRead,
 	// ...), its path and, for reads, the offset; a non-nil error fails the
 	// operation with that error (wrapped in a *iofs.PathError) without
-	// calling the wrapped backend. It must be safe for concurrent use.
+	// calling the wrapped backend; ErrHang instead makes the operation
+	// wait until its context is done, as a request that a store never
+	// answers. It must be safe for concurrent use.
 	Fault func(op, path string, off int64) error
+	// Timeout bounds each List, Stat and ReadAt, waits and the wrapped
+	// backend's call included, as a remote store's request timeout does
+	// (0: none; a Walk, many requests, is not bounded as a whole). An
+	// operation that runs out fails with an error satisfying
+	// errors.Is(err, context.DeadlineExceeded).
+	Timeout time.Duration
 	// ShortRead, if set, is called after each ReadAt of the wrapped backend
 	// that returned n > 0 bytes and no error; the wrapper then returns only
 	// the first m (<= n) bytes it returns, with a nil error, breaking
@@ -118,6 +133,8 @@ func (t *Backend) Close() error { return t.b.Close() }
 // List lists dir after MetaLatency.
 func (t *Backend) List(ctx context.Context, dir string) ([]backend.Entry, error) {
 	t.listCalls.Add(1)
+	ctx, cancel := t.bound(ctx)
+	defer cancel()
 	if err := t.before(ctx, OpList, dir, 0, t.opts.MetaLatency); err != nil {
 		return nil, t.fail(err)
 	}
@@ -131,6 +148,8 @@ func (t *Backend) List(ctx context.Context, dir string) ([]backend.Entry, error)
 // Stat stats path after MetaLatency.
 func (t *Backend) Stat(ctx context.Context, path string) (backend.Entry, error) {
 	t.statCalls.Add(1)
+	ctx, cancel := t.bound(ctx)
+	defer cancel()
 	if err := t.before(ctx, OpStat, path, 0, t.opts.MetaLatency); err != nil {
 		return backend.Entry{}, t.fail(err)
 	}
@@ -145,6 +164,8 @@ func (t *Backend) Stat(ctx context.Context, path string) (backend.Entry, error) 
 // the bytes through.
 func (t *Backend) ReadAt(ctx context.Context, path, version string, p []byte, off int64) (int, error) {
 	t.readCalls.Add(1)
+	ctx, cancel := t.bound(ctx)
+	defer cancel()
 	if err := t.before(ctx, OpRead, path, off, t.opts.Latency); err != nil {
 		return 0, t.fail(err)
 	}
@@ -222,13 +243,26 @@ func (t *Backend) walkList(ctx context.Context, dir string, fn func(string, back
 	return nil
 }
 
+// bound applies Options.Timeout to one operation.
+func (t *Backend) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if t.opts.Timeout <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, t.opts.Timeout)
+}
+
 // before runs the fault hook and waits d.
 func (t *Backend) before(ctx context.Context, op, path string, off int64, d time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return &iofs.PathError{Op: op, Path: path, Err: err}
 	}
 	if t.opts.Fault != nil {
-		if err := t.opts.Fault(op, path, off); err != nil {
+		err := t.opts.Fault(op, path, off)
+		if errors.Is(err, ErrHang) {
+			<-ctx.Done()
+			err = fmt.Errorf("%w: %w", err, ctx.Err())
+		}
+		if err != nil {
 			return &iofs.PathError{Op: op, Path: path, Err: err}
 		}
 	}
