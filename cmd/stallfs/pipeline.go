@@ -194,10 +194,14 @@ type pipeline struct {
 // newPipeline wraps b with the throttle when asked and opens the cache.
 func newPipeline(cfg pipelineConfig, b backend.Backend, log *slog.Logger) (*pipeline, backend.Backend, error) {
 	p := &pipeline{cfg: cfg, log: log, reg: prometheus.NewRegistry()}
-	if cfg.Latency > 0 || cfg.Bandwidth > 0 {
-		p.thr = throttle.New(b, throttle.Options{Latency: cfg.Latency, BytesPerSec: cfg.Bandwidth})
+	tf, err := readTestFaults(os.Getenv) // faultflags.go: a testing aid
+	if err != nil {
+		return nil, nil, err
+	}
+	if cfg.Latency > 0 || cfg.Bandwidth > 0 || tf.on() {
+		p.thr = throttle.New(b, throttle.Options{Latency: cfg.Latency, BytesPerSec: cfg.Bandwidth, Fault: tf.Fault, Timeout: tf.Timeout})
 		b = p.thr
-		log.Warn("backend throttled (benchmarking aid)", "latency", cfg.Latency, "bandwidth", humanize.IBytes(uint64(cfg.Bandwidth))+"/s")
+		log.Warn("backend throttled (benchmarking aid)", "latency", cfg.Latency, "bandwidth", humanize.IBytes(uint64(cfg.Bandwidth))+"/s", "faults", tf.Spec, "timeout", tf.Timeout)
 	}
 	if cfg.MemBytes > 0 || cfg.DiskBytes > 0 {
 		c, err := mincache.Open(mincache.Options{
