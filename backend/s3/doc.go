@@ -22,7 +22,10 @@
 //   - List, Stat and Walk agree on one tree: a key that cannot be a path
 //     (empty segment, ".", "..", NUL, a name over 255 bytes) is skipped
 //     and counted; a name that is both an object and a prefix is the file.
-//   - Walk is one flat paginated listing; it reports each directory once
-//     and relies on S3's byte-ordered listing only to hide keys below a
-//     file.
+//   - Walk reports the keys of one flat paginated listing of the subtree,
+//     in its order, whether it lists them flat or (ListConcurrency > 1)
+//     level by level with a delimiter and then prefix by prefix in
+//     parallel; it reports each directory once and relies on S3's
+//     byte-ordered listing only to hide keys below a file. A failed
+//     listing of any prefix fails the whole walk: no partial tree.
 package s3

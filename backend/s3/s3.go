@@ -31,7 +31,9 @@ const (
 	DefaultTimeout     = 30 * time.Second
 	DefaultPartSize    = 8 << 20 // 8 MiB
 	DefaultConcurrency = 8
-	defaultRegion      = "us-east-1"
+	// DefaultListConcurrency is how many prefixes Walk lists at once.
+	DefaultListConcurrency = 16
+	defaultRegion          = "us-east-1"
 )
 
 // Options configures a Backend. Only Bucket is required; the zero value of
@@ -70,6 +72,11 @@ type Options struct {
 	// Concurrency bounds the parts of one ReadAt in flight at once
 	// (0: DefaultConcurrency).
 	Concurrency int
+	// ListConcurrency bounds the listings one Walk runs at once: it lists
+	// the top levels of the subtree with a delimiter, then the prefixes
+	// found there in parallel, each paginated (0:
+	// DefaultListConcurrency; 1 or less: one flat listing).
+	ListConcurrency int
 	// Logger receives the backend's logs (nil: discard).
 	Logger *slog.Logger
 }
@@ -85,6 +92,7 @@ type Backend struct {
 	prefix      string // "" or ends in "/"
 	partSize    int64
 	concurrency int
+	listConc    int // 0 or 1: Walk lists flat
 	maxAttempts int
 	log         *slog.Logger
 	name        string
@@ -122,6 +130,12 @@ func New(ctx context.Context, opts Options) (*Backend, error) {
 	}
 	if b.concurrency <= 0 {
 		b.concurrency = DefaultConcurrency
+	}
+	switch {
+	case opts.ListConcurrency == 0:
+		b.listConc = DefaultListConcurrency
+	case opts.ListConcurrency > 1:
+		b.listConc = opts.ListConcurrency
 	}
 	if b.log == nil {
 		b.log = slog.New(slog.DiscardHandler)
