@@ -39,7 +39,9 @@
 //   - At most Options.Concurrency Warm calls run at once (all readers
 //     together); at most Options.Ahead items, and Options.AheadBytes bytes
 //     when the Warmer is a Sizer, are issued ahead of each reader and not
-//     yet read.
+//     yet read; of those, at most Options.NextEpochAhead are in an epoch
+//     after the reader's, so that a job's backend traffic during an epoch
+//     is that epoch's misses plus at most one round of the next one's.
 //   - The reader's position is the lowest predicted position not yet
 //     observed. A read matches when it is at an unread position within
 //     Options.Window of it (a DataLoader with workers reorders reads

@@ -153,6 +153,9 @@ func (t *track) canIssue() bool {
 		return false
 	}
 	o := t.p.opts
+	if o.NextEpochAhead >= 0 && t.issueBase+int64(t.issuePos) >= t.cur.base+int64(len(t.cur.order))+int64(o.NextEpochAhead) {
+		return false // far enough into the next epoch until the reader is there
+	}
 	return t.lead() < o.Ahead && (o.AheadBytes <= 0 || t.leadBytes < o.AheadBytes)
 }
 

@@ -36,6 +36,16 @@ type Options struct {
 	AheadBytes int64
 	// Concurrency is the most Warm calls at once (0: 16).
 	Concurrency int
+	// NextEpochAhead is the most positions of a later epoch issued while
+	// the reader is still in its current one (0: Concurrency; < 0: only
+	// Ahead and AheadBytes bound it). A job may end after any epoch, and
+	// what is fetched for the next one before the reader gets there is
+	// backend traffic of the current one; this bound keeps that to one
+	// round of fetches, enough for the next epoch's first reads, and the
+	// full lead resumes as soon as the reader enters the epoch. Set it
+	// to Window to have the loader's whole first burst of the next epoch
+	// fetched ahead.
+	NextEpochAhead int
 	// Window is how far (in items) reads may run ahead of the lowest
 	// unread predicted item and still match: a DataLoader with W workers,
 	// prefetch_factor pf and batch size B needs pf*W*B (0: 1024).
@@ -64,6 +74,9 @@ func (o Options) withDefaults() Options {
 	}
 	def(&o.Ahead, 512)
 	def(&o.Concurrency, 16)
+	if o.NextEpochAhead == 0 {
+		o.NextEpochAhead = o.Concurrency
+	}
 	def(&o.Window, 1024)
 	def(&o.QueueSize, 8192)
 	def(&o.CheckReads, 256)

@@ -238,8 +238,11 @@ func TestPrefetchReorderedReadsAndEpochBoundary(t *testing.T) {
 			t.Fatal(err)
 		}
 		f := newFakeStore(10 * time.Millisecond)
-		// Displacement up to 4 workers * pf 2 * batch 8 = 64 positions.
-		p := New(l, o, f, Options{Ahead: 128, Concurrency: 16, Window: 64, CheckReads: 64})
+		// Displacement up to 4 workers * pf 2 * batch 8 = 64 positions;
+		// the loader's first burst of an epoch spans as many, so the next
+		// epoch is fetched a Window ahead (the default, Concurrency,
+		// leaves its first read waiting).
+		p := New(l, o, f, Options{Ahead: 128, Concurrency: 16, Window: 64, CheckReads: 64, NextEpochAhead: 64})
 		startPrefetcher(t, p)
 		synctest.Wait()
 		r := rand.New(rand.NewPCG(1, 2))
@@ -520,5 +523,78 @@ func TestPrefetchStallSimulation(t *testing.T) {
 		if stall[0] == 0 || ratio > 0.05 {
 			t.Errorf("cache %.0f%%: stall with prefetch %v is %.1f%% of %v without; want <= 5%%", 100*frac, stall[1], 100*ratio, stall[0])
 		}
+	}
+}
+
+// TestPrefetchNextEpochBound: with a lead longer than an epoch, the
+// prefetcher issues the reader's epoch and only NextEpochAhead positions
+// of the next one until the reader gets there (a job may stop after any
+// epoch; what it fetched for the next one is that epoch's backend
+// traffic), then the full lead resumes in the new epoch.
+func TestPrefetchNextEpochBound(t *testing.T) {
+	const n = 100
+	for _, tc := range []struct {
+		name      string
+		next      int
+		wantNext  int // issued positions of epoch 1 while the reader is in epoch 0
+		wantLater int // issued positions of epoch 2 once the reader is in epoch 1
+	}{
+		{"default is Concurrency", 0, 4, 4},
+		{"explicit", 10, 10, 10},
+		{"unbounded", -1, n, n},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				l := testLayout(t, n)
+				o, err := NewTorchDistributed(n, DistributedOptions{Seed: 4})
+				if err != nil {
+					t.Fatal(err)
+				}
+				f := newFakeStore(time.Millisecond)
+				p := New(l, o, f, Options{Ahead: 3 * n, Concurrency: 4, Window: 8, NextEpochAhead: tc.next})
+				startPrefetcher(t, p)
+				time.Sleep(time.Second) // every Warm call it may make has returned
+				synctest.Wait()
+				issued := func(e int) int64 {
+					for _, st := range reader0(p).Epochs {
+						if st.Epoch == e {
+							return st.Issued
+						}
+					}
+					return 0
+				}
+				if got := issued(0); got != n {
+					t.Errorf("epoch 0: issued %d, want %d", got, n)
+				}
+				if got := issued(1); got != int64(tc.wantNext) {
+					t.Errorf("reader in epoch 0: issued %d of epoch 1, want %d", got, tc.wantNext)
+				}
+				if tc.next >= 0 {
+					if got := f.warmCount(); got != n+tc.wantNext {
+						t.Errorf("%d Warm calls, want %d", got, n+tc.wantNext)
+					}
+				}
+				// The reader reads epoch 0 and starts epoch 1: the rest of
+				// epoch 1 is issued, and again only the head of epoch 2.
+				e0 := epochPaths(t, l, o, 0)
+				stalls := readAll(p, f, e0, time.Millisecond, nil)
+				e1 := epochPaths(t, l, o, 1)
+				p.Observe(e1[0])
+				time.Sleep(time.Second)
+				synctest.Wait()
+				if len(stalls) > 0 {
+					t.Errorf("epoch 0: reader waited at %v", stalls)
+				}
+				if s := reader0(p); s.Epoch != 1 {
+					t.Fatalf("tracker in epoch %d, want 1", s.Epoch)
+				}
+				if got := issued(1); got != n {
+					t.Errorf("reader in epoch 1: issued %d of epoch 1, want %d", got, n)
+				}
+				if got := issued(2); got != int64(tc.wantLater) {
+					t.Errorf("reader in epoch 1: issued %d of epoch 2, want %d", got, tc.wantLater)
+				}
+			})
+		})
 	}
 }
