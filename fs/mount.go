@@ -77,9 +77,28 @@ type Options struct {
 	// SetCache, SetRecorder and Handle. An error aborts New.
 	BeforeMount func(m *Mount) error
 	// MetadataFile, if set, is where the listed tree is persisted so that
-	// a remount of an unchanged source need not list it again (see
-	// readTree). Empty: list at every mount.
+	// a remount of an unchanged source need not list it again. Empty: list
+	// at every mount.
+	//
+	// A file that is missing, damaged, truncated, of another format or of
+	// another source (Backend.String) is ignored with a log line and the
+	// source is listed. A valid file is used as follows. With directory
+	// times (MetadataDirTimes, or a backend implementing DirTimesBackend)
+	// every directory is stated and the file is used only if all still
+	// have their listed modification time; a file rewritten in place
+	// changes no directory and is caught by the backend's version check
+	// at read (ErrStale: EIO). Otherwise (object stores) the mount serves
+	// the file's tree at once and lists the source again in the
+	// background, under the ctx given to New: a difference is logged as a
+	// warning with counts and persisted for the next mount, reads of
+	// changed objects fail as stale, and the live tree is not changed
+	// (remount to see the changes). Each listing is written to a unique
+	// temporary name and renamed, so concurrent mounts never interleave.
 	MetadataFile string
+	// MetadataDirTimes says that the source's directory modification
+	// times change whenever an entry is added, removed or renamed in them
+	// (a local file system), for backends that do not say so themselves.
+	MetadataDirTimes bool
 }
 
 func (o Options) withDefaults() Options {
