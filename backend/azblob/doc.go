@@ -6,10 +6,14 @@
 //
 //   - List asks the service for one level (a "/"-delimited hierarchy
 //     listing, every page), sorts it and returns it.
-//   - Walk (backend.Walker) asks for ONE flat listing of the whole subtree,
-//     page after page, and synthesises each directory the first time a
-//     descendant names it. Callers that build a tree for the mount's life
-//     use Walk once; refreshing means walking again (a remount).
+//   - Walk (backend.Walker) reports the names of ONE flat listing of the
+//     whole subtree, in its order, and synthesises each directory the
+//     first time a descendant names it. With ListConcurrency > 1 (the
+//     default) it gets those names faster: the top levels are listed with
+//     the delimiter, then their prefixes flat, in parallel; a failed
+//     prefix fails the whole walk (no partial tree). Callers that build a
+//     tree for the mount's life use Walk once; refreshing means walking
+//     again (a remount).
 //   - Zero-length "dir/" marker blobs and blobs carrying the metadata
 //     hdi_isfolder=true (how accounts with a hierarchical namespace show
 //     directories on the blob endpoint) are directories, not files.

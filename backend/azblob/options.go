@@ -30,6 +30,8 @@ const (
 	// DefaultBlockSize is the chunk of a large read: a read of more than
 	// this is split into parallel ranged GETs.
 	DefaultBlockSize = 4 << 20
+	// DefaultListConcurrency is how many prefixes Walk lists at once.
+	DefaultListConcurrency = 16
 )
 
 // Options configures New. Account and Container are required unless
@@ -70,6 +72,11 @@ type Options struct {
 	// ListPageSize is the number of names asked for per listing page (0:
 	// the service's maximum, 5,000).
 	ListPageSize int
+	// ListConcurrency bounds the listings one Walk runs at once: it lists
+	// the top levels of the subtree with a delimiter, then the prefixes
+	// found there in parallel, each paginated (0: DefaultListConcurrency;
+	// 1 or less: one flat listing).
+	ListConcurrency int
 
 	// Logger receives setup and listing notices (nil: discard). Reads are
 	// counted in Stats, not logged.
@@ -151,6 +158,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.BlockSize <= 0 {
 		o.BlockSize = DefaultBlockSize
+	}
+	if o.ListConcurrency == 0 {
+		o.ListConcurrency = DefaultListConcurrency
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

@@ -2,6 +2,7 @@ package s3
 
 import (
 	"context"
+	"errors"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -57,6 +58,9 @@ func (b *Backend) Walk(ctx context.Context, dir string, fn func(path string, e b
 		}
 	}
 	if err != nil {
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			return translate("walk", dir, err) // cancelled by the caller
+		}
 		return err
 	}
 	if !found {
