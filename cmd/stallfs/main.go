@@ -73,6 +73,7 @@ func (a *cliApp) newApp() *cli.App {
 			statsCommand(),
 			cacheCommand(),
 			orderCommand(),
+			simulateCommand(),
 		},
 	}
 	for _, c := range app.Commands {
