@@ -58,9 +58,15 @@ func (s *fakeStore) level(ctx context.Context, prefix string, maxObjs, maxPrefix
 	if len(objs) > maxObjs || len(prefixes) > maxPrefixes {
 		return nil, nil, false, nil
 	}
-	// A store returns a level's objects in order; the plan must not
-	// depend on it.
+	// A store returns a level's objects in order, and may repeat a name
+	// on two pages; the plan must depend on neither.
 	slices.Reverse(objs)
+	if len(prefixes) > 0 {
+		prefixes = append(prefixes, prefixes[0])
+	}
+	if len(objs) > 0 {
+		objs = append(objs, objs[0])
+	}
 	return objs, prefixes, true, nil
 }
 

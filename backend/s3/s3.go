@@ -92,7 +92,8 @@ type Backend struct {
 	prefix      string // "" or ends in "/"
 	partSize    int64
 	concurrency int
-	listConc    int // 0 or 1: Walk lists flat
+	listConc    int   // 0 or 1: Walk lists flat
+	listKeys    int32 // MaxKeys of Walk's listings; 0: the store's (1,000); tests set it
 	maxAttempts int
 	log         *slog.Logger
 	name        string

@@ -75,14 +75,22 @@ func (b *Backend) prefixPath(prefix string) string {
 	return strings.TrimSuffix(strings.TrimPrefix(prefix, b.prefix), "/")
 }
 
+func (b *Backend) maxKeys() *int32 {
+	if b.listKeys <= 0 {
+		return nil
+	}
+	return aws.Int32(b.listKeys)
+}
+
 func objectKey(o types.Object) string { return aws.ToString(o.Key) }
 
 // listFlat lists every key below prefix, without a delimiter, a page at a
 // time.
 func (b *Backend) listFlat(ctx context.Context, prefix string, page func([]types.Object) error) error {
 	p := awss3.NewListObjectsV2Paginator(b.client, &awss3.ListObjectsV2Input{
-		Bucket: aws.String(b.bucket),
-		Prefix: aws.String(prefix),
+		Bucket:  aws.String(b.bucket),
+		Prefix:  aws.String(prefix),
+		MaxKeys: b.maxKeys(),
 	})
 	for p.HasMorePages() {
 		out, err := p.NextPage(ctx)
@@ -106,6 +114,7 @@ func (b *Backend) listLevel(ctx context.Context, prefix string, maxObjs, maxPref
 		Bucket:    aws.String(b.bucket),
 		Prefix:    aws.String(prefix),
 		Delimiter: aws.String("/"),
+		MaxKeys:   b.maxKeys(),
 	})
 	for p.HasMorePages() {
 		out, err := p.NextPage(ctx)

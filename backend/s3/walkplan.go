@@ -130,10 +130,14 @@ func planWalk[O any](ctx context.Context, root string, conc int, level levelFunc
 
 // mergeLevel orders one level's objects and prefixes as a flat listing
 // would meet them. An object below one of the prefixes (a store that did
-// not fold it) is left to that prefix's listing.
+// not fold it) is left to that prefix's listing, and a name that a store
+// repeats on two pages (gofakes3 repeats a common prefix that spans a page
+// boundary) is kept once.
 func mergeLevel[O any](objs []O, prefixes []string, key func(O) string) []segment[O] {
-	slices.SortFunc(objs, func(a, b O) int { return cmp.Compare(key(a), key(b)) })
+	slices.SortStableFunc(objs, func(a, b O) int { return cmp.Compare(key(a), key(b)) })
+	objs = slices.CompactFunc(objs, func(a, b O) bool { return key(a) == key(b) })
 	slices.Sort(prefixes)
+	prefixes = slices.Compact(prefixes)
 	var out []segment[O]
 	i := 0
 	for _, p := range prefixes {
