@@ -5,7 +5,9 @@ package main
 // python3-torchvision) over a throttled stallfs mount whose cache holds 30%
 // of a small JPEG dataset: every sample's checksum matches, the second
 // epoch reads exactly D minus the cached bytes from the backend, and with
-// epoch-order prefetch >= 99% of its misses are hidden.
+// epoch-order prefetch >= 99% of its misses are hidden while the backend
+// serves each epoch its misses plus at most the next epoch's first
+// NextEpochAhead files (epoch 1: D, not D plus the prefetcher's lead).
 
 import (
 	"bufio"
@@ -22,6 +24,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stallfs/stallfs/prefetch"
 )
 
 const (
@@ -31,6 +35,10 @@ const (
 	// file and epoch: FUSE requests from /dev/fuse (lookup, open, read,
 	// flush, release) and the control socket's requests.
 	loaderSlack = 1024
+	// loaderNextAhead is the prefetcher's default NextEpochAhead (its
+	// default Concurrency): the files of the next epoch it may fetch
+	// before the loader gets there.
+	loaderNextAhead = 16
 )
 
 var genDatasetBinary struct {
@@ -114,8 +122,9 @@ type loaderEpoch struct {
 
 // loaderSnap is the daemon's state after one epoch, once it is quiet.
 type loaderSnap struct {
-	rchar int64
-	st    mountStats
+	rchar   int64
+	backend int64 // stallfs_throttle_read_bytes_total: every backend byte
+	st      mountStats
 }
 
 // loaderRun is the result of one train_loader.py run over a mount.
@@ -127,9 +136,10 @@ type loaderRun struct {
 }
 
 // quietSnap waits until the daemon stopped reading (the prefetcher has no
-// fetch in flight and rchar holds still over a few polls), then returns
-// its rchar and stats.
-func quietSnap(t *testing.T, ctx context.Context, c *controlClient, pid int) loaderSnap {
+// fetch in flight and rchar and the backend's bytes hold still over a few
+// polls), then returns its rchar, backend bytes (from the metrics at
+// metrics) and stats.
+func quietSnap(t *testing.T, ctx context.Context, c *controlClient, pid int, metrics string) loaderSnap {
 	t.Helper()
 	tick := time.NewTicker(25 * time.Millisecond)
 	defer tick.Stop()
@@ -142,10 +152,11 @@ func quietSnap(t *testing.T, ctx context.Context, c *controlClient, pid int) loa
 			t.Fatal(err)
 		}
 		s.rchar = procRchar(t, pid)
+		s.backend = int64(scrape(t, metrics)["stallfs_throttle_read_bytes_total"])
 		idle := s.st.Prefetcher == nil || s.st.Prefetcher.InFlight == 0
 		// The stats request itself adds to rchar; compare fetched bytes
 		// and rchar within a request's worth.
-		if idle && s.st.Prefetch.FetchedBytes == last.st.Prefetch.FetchedBytes && s.rchar-last.rchar < 4096 {
+		if idle && s.st.Prefetch.FetchedBytes == last.st.Prefetch.FetchedBytes && s.backend == last.backend && s.rchar-last.rchar < 4096 {
 			if same++; same >= 3 {
 				return s
 			}
@@ -176,8 +187,9 @@ func runLoader(t *testing.T, py string, ds loaderDataset, epochs int, prefetch b
 			_ = unmountPath(mnt, true)
 		}
 	})
+	metrics := freePort(t)
 	args := []string{"--cache-mem", strconv.FormatInt(ds.bytes*3/10, 10),
-		"--backend-latency", "10ms", "--backend-bandwidth", "50MB/s"}
+		"--backend-latency", "10ms", "--backend-bandwidth", "50MB/s", "--metrics-addr", metrics}
 	if prefetch {
 		args = append(args, "--order", "torch-distributed", "--seed", strconv.Itoa(loaderSeed),
 			"--world-size", "1", "--rank", "0", "--layout", "imagefolder",
@@ -192,6 +204,8 @@ func runLoader(t *testing.T, py string, ds loaderDataset, epochs int, prefetch b
 	if err != nil {
 		t.Fatal(err)
 	}
+	var run loaderRun
+	ctx := t.Context()
 	req, ack := filepath.Join(dir, "req"), filepath.Join(dir, "ack")
 	for _, f := range []string{req, ack} {
 		if err := syscall.Mkfifo(f, 0o600); err != nil {
@@ -218,8 +232,6 @@ func runLoader(t *testing.T, py string, ds loaderDataset, epochs int, prefetch b
 		}
 	}()
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
-	var run loaderRun
-	ctx := t.Context()
 	for {
 		f, err := os.Open(req)
 		if err != nil {
@@ -230,7 +242,7 @@ func runLoader(t *testing.T, py string, ds loaderDataset, epochs int, prefetch b
 		if strings.TrimSpace(line) == "done" || line == "" {
 			break
 		}
-		run.snaps = append(run.snaps, quietSnap(t, ctx, c, pid))
+		run.snaps = append(run.snaps, quietSnap(t, ctx, c, pid, metrics))
 		a, err := os.OpenFile(ack, os.O_WRONLY, 0)
 		if err != nil {
 			t.Fatal(err)
@@ -284,6 +296,47 @@ func checkLoaderRun(t *testing.T, ds loaderDataset, run loaderRun, epochs int) {
 	}
 }
 
+// backendBytes returns the backend's bytes during each epoch, between
+// the quiet points around it; epoch 1's from the mount on (the prefetcher
+// starts on the first epoch before the loader does).
+func (r loaderRun) backendBytes() []int64 {
+	out := make([]int64, len(r.snaps))
+	var prev int64
+	for i, s := range r.snaps {
+		out[i], prev = s.backend-prev, s.backend
+	}
+	return out
+}
+
+// epochHeadBytes returns the bytes of the first k files that the loader's
+// DistributedSampler (seed loaderSeed, one rank) reads in epoch e
+// (0-based) over ds's ImageFolder: what the prefetcher may fetch for
+// epoch e before the loader is in it.
+func epochHeadBytes(t *testing.T, ds loaderDataset, e, k int) int64 {
+	t.Helper()
+	l, err := prefetch.ImageFolder(os.DirFS(ds.root), prefetch.ImageFolderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := prefetch.NewTorchDistributed(l.Len(), prefetch.DistributedOptions{Seed: loaderSeed, WorldSize: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx, err := o.Epoch(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, x := range idx[:k] {
+		fi, err := os.Stat(filepath.Join(ds.root, l.Path(x)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += fi.Size()
+	}
+	return n
+}
+
 func TestE2ETorchLoaderPrefetch(t *testing.T) {
 	py := torchPython(t)
 	ds := makeLoaderDataset(t)
@@ -334,6 +387,21 @@ func TestE2ETorchLoaderPrefetch(t *testing.T) {
 			t.Errorf("daemon rchar grew %d bytes in epoch 2, the prefetcher fetched %d (+ at most %d of requests)", got, fetched, ds.files*loaderSlack)
 		}
 		stall[1] = s2.st.Epochs[1].FetchStallSeconds
+		// The backend, counted below the read path: epoch 1 reads D and
+		// at most the head of epoch 2 (not the prefetcher's whole lead
+		// of 64 files); epoch 2 reads D-C, less what epoch 1 fetched for
+		// it, plus at most the head of epoch 3.
+		b := run.backendBytes()
+		head2, head3 := epochHeadBytes(t, ds, 1, loaderNextAhead), epochHeadBytes(t, ds, 2, loaderNextAhead)
+		t.Logf("backend bytes: epoch 1 %d (D %d, head of epoch 2 %d), epoch 2 %d (D-C %d, head of epoch 3 %d)",
+			b[0], ds.bytes, head2, b[1], ds.bytes-run.cached, head3)
+		if b[0] < ds.bytes || b[0] > ds.bytes+head2 {
+			t.Errorf("epoch 1 with prefetch: the backend served %d bytes, want D = %d plus at most the %d bytes of epoch 2's first %d files",
+				b[0], ds.bytes, head2, loaderNextAhead)
+		}
+		if want := ds.bytes - run.cached; b[1] < want-head2 || b[1] > want+head3 {
+			t.Errorf("epoch 2 with prefetch: the backend served %d bytes, want D-C = %d within -%d/+%d (the epoch heads)", b[1], want, head2, head3)
+		}
 	})
 	t.Run("no-prefetch", func(t *testing.T) {
 		run := runLoader(t, py, ds, epochs, false)
@@ -347,6 +415,9 @@ func TestE2ETorchLoaderPrefetch(t *testing.T) {
 			t.Errorf("daemon rchar grew %d bytes in epoch 2, want D-C = %d (+ at most %d of requests)", got, want, ds.files*loaderSlack)
 		}
 		stall[0] = run.snaps[1].st.Epochs[1].FetchStallSeconds
+		if b := run.backendBytes(); b[0] != ds.bytes || b[1] != ds.bytes-run.cached {
+			t.Errorf("backend bytes per epoch %v, want D = %d then D-C = %d", b, ds.bytes, ds.bytes-run.cached)
+		}
 		if stall[0] <= 0 {
 			t.Errorf("epoch 2 without prefetch: no fetch stall")
 		}
