@@ -18,10 +18,26 @@ import (
 
 // Options configures a mount. The zero value works.
 type Options struct {
-	// KernelCache lets the kernel page cache keep file data
-	// (FOPEN_KEEP_CACHE). Off by default: file data is served with direct
-	// I/O so the kernel's LRU never decides what stays cached.
+	// KernelCache selects the kernel-cache hit path: OPEN is answered
+	// ENOSYS, so the kernel opens files without asking (no OPEN, FLUSH or
+	// RELEASE round trips) and keeps their pages; the daemon invalidates
+	// the pages of every item no cache tier holds (at the file's next
+	// LOOKUP, or sooner once more than BufferBytes of them are held), so
+	// the kernel keeps only what the tiers hold and backend bytes per
+	// epoch stay D minus cached. Regular files get the entry timeout
+	// KernelCacheEntryTimeout, so each open sends one LOOKUP, which stands
+	// for the open: the prefetcher's Observe and the stats' hit of a file
+	// the tiers hold are done there (a stat() counts too). A kernel
+	// without zero-message opens (FUSE_NO_OPEN_SUPPORT) gets direct I/O.
+	// Off by default: every read reaches the daemon with direct I/O, and
+	// the stats count every read exactly.
 	KernelCache bool
+	// KernelCacheEntryTimeout is the entry timeout of regular files with
+	// KernelCache (0: none, every open sends a LOOKUP). A positive one
+	// saves that round trip, but opens within it reach neither the
+	// prefetcher nor the stats, nor drop pages of non-tier items read
+	// meanwhile (the budget of BufferBytes still does).
+	KernelCacheEntryTimeout time.Duration
 	// AllowOther lets users other than the mounter access the mount.
 	AllowOther bool
 	// ReadAhead is the kernel's maximum readahead in bytes (0: default).
@@ -171,6 +187,8 @@ type Mount struct {
 	cancel     context.CancelFunc
 	uid, gid   uint32
 	observer   Observer // set in BeforeMount only
+	kc         *kcache  // KernelCache only, see kcache.go
+	root       *dirNode
 
 	unmountOnce sync.Once
 	unmountErr  error
@@ -205,6 +223,9 @@ func New(ctx context.Context, mountpoint string, b backend.Backend, opts Options
 		gid:        uint32(os.Getgid()),
 	}
 	m.rd = newReader(life, b, opts.readerOptions())
+	if opts.KernelCache {
+		m.kc = newKcache(opts)
+	}
 	sock := opts.ControlSocket
 	if sock == "" {
 		if sock, err = derivedSocketPath(abs, true); err != nil {
@@ -252,12 +273,22 @@ func New(ctx context.Context, mountpoint string, b backend.Backend, opts Options
 		GID:             m.gid,
 		RootStableAttr:  &gofs.StableAttr{Ino: dirIno(0)},
 	}
-	m.server, err = gofs.Mount(abs, &dirNode{m: m, dir: 0}, gopts)
+	if m.kc != nil {
+		// Entry timeouts are set per entry (regular files differ), and
+		// READDIRPLUS would look up, that is open, every listed file.
+		gopts.EntryTimeout = nil
+		gopts.DisableReadDirPlus = true
+	}
+	m.root = &dirNode{m: m, dir: 0}
+	m.server, err = gofs.Mount(abs, m.root, gopts)
 	if err != nil {
 		m.ctl.close()
 		cancel()
 		m.rd.close()
 		return nil, fmt.Errorf("mount %s: %w", abs, err)
+	}
+	if m.kc != nil {
+		m.kc.decide(m.server.KernelSettings().Flags64())
 	}
 	m.log.Info("mounted", "source", m.source, "mountpoint", abs, "files", t.files(), "bytes", t.bytes, "control", sock)
 	return m, nil
@@ -292,6 +323,7 @@ func (m *Mount) Unmount() error {
 				}
 			}
 		}
+		m.kc.stop()
 		m.cancel()
 		m.rd.close()
 		m.ctl.close()

@@ -101,9 +101,32 @@ func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 	case ent.mode.IsDir():
 		node = &dirNode{m: d.m, dir: ent.ref}
 	case ent.mode.IsRegular():
-		node = d.m.newFileNode(ent.ref)
+		if d.m.kc != nil {
+			// Kernel-cache mode: files get their own entry timeout
+			// (go-fuse has none set then), and the LOOKUP of a known
+			// file acts on its node, which holds the page state.
+			out.SetEntryTimeout(d.m.fileEntryTimeout())
+			if ch := d.GetChild(name); ch != nil {
+				if f, ok := ch.Operations().(*fileNode); ok && f.ent == e {
+					if d.m.kc.noOpen() {
+						f.lookedUp()
+					}
+					return ch, 0
+				}
+			}
+			f := d.m.newFileNode(ent.ref)
+			if d.m.kc.noOpen() {
+				f.lookedUp()
+			}
+			node = f
+		} else {
+			node = d.m.newFileNode(ent.ref)
+		}
 	default:
 		node = &linkNode{m: d.m, ent: e}
+	}
+	if d.m.kc != nil && !ent.mode.IsRegular() {
+		out.SetEntryTimeout(d.m.opts.EntryTimeout)
 	}
 	return d.NewInode(ctx, node, gofs.StableAttr{Mode: out.Attr.Mode & syscall.S_IFMT, Ino: out.Attr.Ino}), 0
 }
@@ -168,11 +191,13 @@ type fileNode struct {
 	m   *Mount
 	ent uint32
 	ref fileRef
+	kc  *kcNode // kernel-cache mode only
 }
 
 var (
 	_ = (gofs.NodeOpener)((*fileNode)(nil))
 	_ = (gofs.NodeReader)((*fileNode)(nil))
+	_ = (gofs.NodeFlusher)((*fileNode)(nil))
 	_ = (gofs.NodeGetattrer)((*fileNode)(nil))
 	_ = (gofs.NodeStatfser)((*fileNode)(nil))
 	_ = (gofs.NodeGetxattrer)((*fileNode)(nil))
@@ -181,7 +206,11 @@ var (
 )
 
 func (m *Mount) newFileNode(id uint32) *fileNode {
-	return &fileNode{m: m, ent: m.tree.fileEnt[id], ref: m.fileRef(id)}
+	f := &fileNode{m: m, ent: m.tree.fileEnt[id], ref: m.fileRef(id)}
+	if m.kc != nil {
+		f.kc = &kcNode{seq: newSeqState()}
+	}
+	return f
 }
 
 func (f *fileNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
@@ -198,26 +227,41 @@ func (f *fileNode) Getxattr(ctx context.Context, attr string, dest []byte) (uint
 }
 
 // Open refuses any access that could write; each open gets its own
-// readahead state.
+// readahead state and direct I/O. In kernel-cache mode it answers the
+// first read-only OPEN with ENOSYS, deliberately (the one ENOSYS of the
+// file system, outside toErrno): the kernel then opens every file of the
+// connection without asking, keeps their pages (FOPEN_KEEP_CACHE) and
+// sends READs without a handle.
 func (f *fileNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
 	if flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0 {
 		return nil, 0, syscall.EROFS
 	}
+	if f.m.kc.noOpen() {
+		return nil, 0, syscall.ENOSYS
+	}
 	if f.m.observer != nil {
 		f.m.observer.Observe(f.ref.path)
 	}
-	var ff uint32 = fuse.FOPEN_DIRECT_IO
-	if f.m.opts.KernelCache {
-		ff = fuse.FOPEN_KEEP_CACHE
-	}
-	return &fileHandle{f: f, seq: newSeqState()}, ff, 0
+	return &fileHandle{f: f, seq: newSeqState()}, fuse.FOPEN_DIRECT_IO, 0
 }
 
-// Read serves reads without a handle (the kernel always opens first, so
-// this is only a fallback).
+// Flush has nothing to write back. In kernel-cache mode it answers ENOSYS
+// so that the kernel stops sending FLUSH on every close.
+func (f *fileNode) Flush(ctx context.Context, fh gofs.FileHandle) syscall.Errno {
+	if f.m.kc.noOpen() {
+		return syscall.ENOSYS
+	}
+	return 0
+}
+
+// Read serves reads with a handle (direct I/O), and without one in
+// kernel-cache mode.
 func (f *fileNode) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	if h, ok := fh.(*fileHandle); ok {
 		return h.Read(ctx, dest, off)
+	}
+	if f.kc != nil {
+		return f.readNoHandle(ctx, dest, off)
 	}
 	return f.read(ctx, nil, dest, off)
 }

@@ -162,8 +162,32 @@ func newSeqState() *seqState {
 // read fills dest from byte off of f. It returns fewer bytes than len(dest)
 // only at EOF.
 func (r *reader) read(ctx context.Context, f *fileRef, seq *seqState, dest []byte, off int64) (int, error) {
+	n, _, err := r.readFor(ctx, f, readIn{seq: seq}, dest, off)
+	return n, err
+}
+
+// readIn is how one read is to be served.
+type readIn struct {
+	seq *seqState // readahead state (nil: none)
+	// quietHits leaves tier hits unrecorded: the kernel-cache mode
+	// recorded the file's bytes at its LOOKUP already (see lookedUp).
+	// Bytes still owed to a fetch are recorded all the same.
+	quietHits bool
+}
+
+// readOut is what a read tells the kernel-cache mode about the pages it
+// filled.
+type readOut struct {
+	tier   bool  // some part came from a tier, or was admitted to one
+	lo, hi int64 // the file range of parts that no tier holds (hi == 0: none)
+}
+
+// readFor is read with per-read settings, reporting which of the bytes a
+// tier holds.
+func (r *reader) readFor(ctx context.Context, f *fileRef, in readIn, dest []byte, off int64) (int, readOut, error) {
+	var out readOut
 	if off >= f.size || len(dest) == 0 {
-		return 0, nil
+		return 0, out, nil
 	}
 	end := min(off+int64(len(dest)), f.size)
 	pos := 0
@@ -174,20 +198,29 @@ func (r *reader) read(ctx context.Context, f *fileRef, seq *seqState, dest []byt
 		}
 		ilen := r.itemLen(f, k)
 		part := dest[pos : pos+int(min(end-off, ilen-inItem))]
-		if err := r.readItem(ctx, f.id, r.key(f, k), ilen, part, inItem); err != nil {
-			return pos, err
+		held, err := r.readItem(ctx, f.id, r.key(f, k), ilen, part, inItem, in.quietHits)
+		if err != nil {
+			return pos, out, err
+		}
+		if held {
+			out.tier = true
+		} else {
+			if out.hi == 0 {
+				out.lo = off
+			}
+			out.hi = off + int64(len(part))
 		}
 		pos += len(part)
 		off += int64(len(part))
-		if seq != nil && f.size > r.o.chunk {
-			r.maybeReadahead(f, seq, k)
+		if in.seq != nil && f.size > r.o.chunk {
+			r.maybeReadahead(f, in.seq, k)
 		}
 	}
-	return pos, nil
+	return pos, out, nil
 }
 
 // fillResult is what one backend fill hands to its waiters. buf is nil when
-// the fill found the item already cached.
+// the fill found the item already cached or staged.
 type fillResult struct {
 	buf  []byte
 	tier mincache.Tier
@@ -196,8 +229,10 @@ type fillResult struct {
 }
 
 // readItem copies len(dest) bytes of item key, starting at offInItem, into
-// dest. itemLen is the item's full length.
-func (r *reader) readItem(ctx context.Context, file uint32, key mincache.Key, itemLen int64, dest []byte, offInItem int64) error {
+// dest. itemLen is the item's full length. held reports that a tier holds
+// the item (it served the bytes, or this read's fill admitted it); with
+// quietHits, tier hits are not recorded.
+func (r *reader) readItem(ctx context.Context, file uint32, key mincache.Key, itemLen int64, dest []byte, offInItem int64, quietHits bool) (held bool, err error) {
 	for attempt := 0; ; attempt++ {
 		if r.o.cache != nil {
 			if _, t, ok := r.o.cache.ReadAt(key, dest, offInItem); ok {
@@ -205,8 +240,10 @@ func (r *reader) readItem(ctx context.Context, file uint32, key mincache.Key, it
 				// still the backend's until read once.
 				b, src, _ := r.owed.take(key, int64(len(dest)))
 				r.record(file, src, int(b), 0)
-				r.record(file, tierSource(t), len(dest)-int(b), 0)
-				return nil
+				if !quietHits {
+					r.record(file, tierSource(t), len(dest)-int(b), 0)
+				}
+				return true, nil
 			}
 		}
 		if r.recent.copyOut(key, dest, offInItem) {
@@ -217,7 +254,7 @@ func (r *reader) readItem(ctx context.Context, file uint32, key mincache.Key, it
 			}
 			r.record(file, src, int(b), 0)
 			r.record(file, stats.Memory, len(dest)-int(b), 0)
-			return nil
+			return false, nil
 		}
 		start := time.Now()
 		// Stage the item for later reads only when this read does not
@@ -227,13 +264,13 @@ func (r *reader) readItem(ctx context.Context, file uint32, key mincache.Key, it
 		stage := offInItem != 0 || int64(len(dest)) < itemLen
 		res, err := r.join(ctx, key, itemLen, stage, true)
 		if err != nil {
-			return err
+			return false, err
 		}
 		if res.buf == nil {
 			if attempt == 0 {
-				continue // cached by another flight meanwhile: read it there
+				continue // cached or staged by another flight meanwhile: read it there
 			}
-			return fmt.Errorf("read %s: item vanished from the cache", keyString(key))
+			return false, fmt.Errorf("read %s: item vanished from the cache", keyString(key))
 		}
 		copy(dest, res.buf[offInItem:])
 		r.recent.consume(key, len(dest))
@@ -249,7 +286,7 @@ func (r *reader) readItem(ctx context.Context, file uint32, key mincache.Key, it
 			blocked = 0
 		}
 		r.record(file, stats.Memory, len(dest)-int(b), blocked)
-		return nil
+		return res.tier != mincache.None, nil
 	}
 }
 
@@ -307,6 +344,11 @@ func (r *reader) doFill(key mincache.Key, itemLen int64, stage, owe bool) (fillR
 		if r.cached(key) {
 			return fillResult{}, nil
 		}
+	}
+	if r.recent.has(key) {
+		// Staged by a flight that ended after this reader missed the
+		// staging buffer (readahead, the prefetcher): read it there.
+		return fillResult{}, nil
 	}
 	// Local tiers missed: the owner peer, else the backend.
 	buf, src, err := r.load(key, itemLen)
