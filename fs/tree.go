@@ -6,7 +6,6 @@ import (
 	"fmt"
 	iofs "io/fs"
 	"math"
-	"path"
 	"slices"
 	"strings"
 	"time"
@@ -129,11 +128,46 @@ func supported(m iofs.FileMode) bool {
 	return m.IsDir() || m.IsRegular() || m&iofs.ModeSymlink != 0
 }
 
+// badKid reports an entry the tree leaves out.
+func badKid(e *backend.Entry) bool {
+	return !supported(e.Mode) || e.Name == "" || e.Name == "." || e.Name == ".." || strings.Contains(e.Name, "/")
+}
+
+// cleanKids returns a directory's entries sorted by name, without
+// duplicate names (the first listed wins) or entries the tree leaves out.
+// A listing that is already clean (List's sorted output) is returned as
+// it is; otherwise a copy is fixed, so the listing is never changed.
+func cleanKids(kids []backend.Entry) []backend.Entry {
+	clean := true
+	for i := range kids {
+		if badKid(&kids[i]) || (i > 0 && kids[i-1].Name >= kids[i].Name) {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return kids
+	}
+	kids = slices.DeleteFunc(slices.Clone(kids), func(e backend.Entry) bool { return badKid(&e) })
+	slices.SortStableFunc(kids, func(x, y backend.Entry) int { return cmp.Compare(x.Name, y.Name) })
+	return slices.CompactFunc(kids, func(x, y backend.Entry) bool { return x.Name == y.Name })
+}
+
 // buildTree lays out the listing (directory path -> its entries) from the
 // root down. Regular files get IDs in the byte order of their full paths.
 func buildTree(root backend.Entry, listing map[string][]backend.Entry) (*tree, error) {
-	t := &tree{}
+	// Sized up front: growing arrays of a million entries by doubling
+	// copies them over and over (most of a build's time).
+	nEnts, nStrs := 1, 0
+	for _, es := range listing {
+		nEnts += len(es)
+		for i := range es {
+			nStrs += len(es[i].Name) + len(es[i].Version) + len(es[i].Target)
+		}
+	}
+	t := &tree{ents: make([]entry, 0, nEnts)}
 	var a arena
+	a.b.Grow(nStrs)
 	t.ents = append(t.ents, entry{
 		name:  a.add(""),
 		mtime: root.ModTime.UnixNano(),
@@ -141,19 +175,14 @@ func buildTree(root backend.Entry, listing map[string][]backend.Entry) (*tree, e
 	})
 	t.dirs = append(t.dirs, dirRec{ent: 0})
 	type fileAt struct {
-		path string
-		ent  uint32
-		ver  sref
+		dir, ent uint32 // the dir index holding it, its entry
+		ver      sref
 	}
-	var files []fileAt
+	files := make([]fileAt, 0, nEnts-len(listing))
 	queue := []string{""} // queue[i] is the path of dirs[i]
 	for di := 0; di < len(queue); di++ {
 		dirPath := queue[di]
-		kids := slices.DeleteFunc(slices.Clone(listing[dirPath]), func(e backend.Entry) bool {
-			return !supported(e.Mode) || e.Name == "" || e.Name == "." || e.Name == ".." || strings.Contains(e.Name, "/")
-		})
-		slices.SortStableFunc(kids, func(x, y backend.Entry) int { return cmp.Compare(x.Name, y.Name) })
-		kids = slices.CompactFunc(kids, func(x, y backend.Entry) bool { return x.Name == y.Name })
+		kids := cleanKids(listing[dirPath])
 		if len(t.ents)+len(kids) > math.MaxUint32 {
 			return nil, fmt.Errorf("dataset has more than %d entries", uint32(math.MaxUint32))
 		}
@@ -166,14 +195,13 @@ func buildTree(root backend.Entry, listing map[string][]backend.Entry) (*tree, e
 				mode:   k.Mode,
 				parent: uint32(di),
 			}
-			childPath := path.Join(dirPath, k.Name)
 			idx := uint32(len(t.ents))
 			switch {
 			case k.Mode.IsDir():
 				e.mode = iofs.ModeDir | k.Mode.Perm()
 				e.ref = uint32(len(t.dirs))
 				t.dirs = append(t.dirs, dirRec{ent: idx})
-				queue = append(queue, childPath)
+				queue = append(queue, joinPath(dirPath, k.Name))
 				nsub++
 			case k.Mode&iofs.ModeSymlink != 0:
 				e.mode = iofs.ModeSymlink | 0o777
@@ -183,7 +211,7 @@ func buildTree(root backend.Entry, listing map[string][]backend.Entry) (*tree, e
 				e.mode = k.Mode.Perm()
 				e.size = k.Size
 				t.bytes += k.Size
-				files = append(files, fileAt{path: childPath, ent: idx, ver: a.add(k.Version)})
+				files = append(files, fileAt{dir: uint32(di), ent: idx, ver: a.add(k.Version)})
 			}
 			t.ents = append(t.ents, e)
 		}
@@ -192,7 +220,18 @@ func buildTree(root backend.Entry, listing map[string][]backend.Entry) (*tree, e
 	if a.err != nil {
 		return nil, a.err
 	}
-	slices.SortFunc(files, func(x, y fileAt) int { return strings.Compare(x.path, y.path) })
+	t.strs = a.b.String()
+	// Files are gathered directory by directory, which is already path
+	// order unless a directory's subdirectories sort among its files.
+	byPath := func(x, y fileAt) int {
+		if x.dir == y.dir {
+			return strings.Compare(t.name(x.ent), t.name(y.ent))
+		}
+		return cmpJoined(queue[x.dir], t.name(x.ent), queue[y.dir], t.name(y.ent))
+	}
+	if !slices.IsSortedFunc(files, byPath) {
+		slices.SortFunc(files, byPath)
+	}
 	t.fileEnt = make([]uint32, len(files))
 	t.fileVer = make([]sref, len(files))
 	for id, f := range files {
@@ -200,9 +239,51 @@ func buildTree(root backend.Entry, listing map[string][]backend.Entry) (*tree, e
 		t.ents[f.ent].ref = uint32(id)
 		t.fileVer[id] = f.ver
 	}
-	t.strs = a.b.String()
 	return t, nil
 }
 
 // modTime returns entry e's modification time.
 func (t *tree) modTime(e uint32) time.Time { return time.Unix(0, t.ents[e].mtime) }
+
+// joinPath joins a directory path ("" is the root) and a name.
+func joinPath(dir, name string) string {
+	if dir == "" {
+		return name
+	}
+	return dir + "/" + name
+}
+
+// cmpJoined compares joinPath(dir1, name1) with joinPath(dir2, name2)
+// without building either.
+func cmpJoined(dir1, name1, dir2, name2 string) int {
+	sep := func(dir string) string {
+		if dir == "" {
+			return ""
+		}
+		return "/"
+	}
+	x := [3]string{dir1, sep(dir1), name1}
+	y := [3]string{dir2, sep(dir2), name2}
+	i, j := 0, 0
+	for {
+		for i < 3 && x[i] == "" {
+			i++
+		}
+		for j < 3 && y[j] == "" {
+			j++
+		}
+		switch {
+		case i == 3 && j == 3:
+			return 0
+		case i == 3:
+			return -1
+		case j == 3:
+			return 1
+		}
+		n := min(len(x[i]), len(y[j]))
+		if c := strings.Compare(x[i][:n], y[j][:n]); c != 0 {
+			return c
+		}
+		x[i], y[j] = x[i][n:], y[j][n:]
+	}
+}

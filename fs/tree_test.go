@@ -133,3 +133,19 @@ func (f failingList) List(ctx context.Context, dir string) ([]backend.Entry, err
 	}
 	return f.fakeBackend.List(ctx, dir)
 }
+
+func TestCmpJoined(t *testing.T) {
+	parts := []string{"", "a", "a-c", "a/b", "ab", "b", "a/", "z", "ü", "a.b"}
+	for _, d1 := range parts {
+		for _, n1 := range parts[1:] {
+			for _, d2 := range parts {
+				for _, n2 := range parts[1:] {
+					want := strings.Compare(joinPath(d1, n1), joinPath(d2, n2))
+					if got := cmpJoined(d1, n1, d2, n2); got != want {
+						t.Fatalf("cmpJoined(%q, %q, %q, %q) = %d, want %d", d1, n1, d2, n2, got, want)
+					}
+				}
+			}
+		}
+	}
+}
