@@ -1,6 +1,7 @@
 package s3
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,10 @@ import (
 	"net/url"
 	"slices"
 	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/stallfs/stallfs/backend"
 	"github.com/stallfs/stallfs/backend/s3/s3test"
@@ -51,12 +56,25 @@ func putLayout(t *testing.T, st *store, extra ...string) int {
 			keys = append(keys, fmt.Sprintf("val/n%03d/img%04d.JPEG", c, i))
 		}
 	}
+	var g errgroup.Group
+	g.SetLimit(16)
 	for _, k := range keys {
 		data := []byte(k)
 		if k[len(k)-1] == '/' {
 			data = nil
 		}
-		st.Put(t, k, data)
+		g.Go(func() error {
+			_, err := st.client.PutObject(t.Context(), &awss3.PutObjectInput{
+				Bucket:        aws.String(st.bucket),
+				Key:           aws.String(normPrefix(st.prefix) + k),
+				Body:          bytes.NewReader(data),
+				ContentLength: aws.Int64(int64(len(data))),
+			})
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
 	}
 	return len(keys)
 }
@@ -64,7 +82,7 @@ func putLayout(t *testing.T, st *store, extra ...string) int {
 // checkParallelMatchesFlat walks st flat and in parallel, with pages of 7
 // keys, and wants the same calls in the same order.
 func checkParallelMatchesFlat(t *testing.T, st *store, objects int) {
-	for _, dir := range []string{"", "train", "deep"} {
+	for _, dir := range []string{"", "train"} {
 		flat := st.open(t, Options{ListConcurrency: 1})
 		flat.listKeys = 7
 		want, err := walkEntries(t, flat, dir)
