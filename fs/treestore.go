@@ -11,6 +11,7 @@ import (
 	iofs "io/fs"
 	"os"
 	"path/filepath"
+	"time"
 	"unsafe"
 )
 
@@ -99,7 +100,24 @@ func saveTree(name, source string, listedAt int64, t *tree) (err error) {
 	if err := os.Rename(f.Name(), name); err != nil {
 		return fmt.Errorf("save tree: %w", err)
 	}
+	removeStaleTemps(name)
 	return nil
+}
+
+// staleTempAge is the age after which a temporary metadata file is taken
+// for the leftover of a crashed writer rather than another mount's write in
+// progress.
+const staleTempAge = time.Hour
+
+// removeStaleTemps removes the temporary files of name that crashed
+// writers left behind.
+func removeStaleTemps(name string) {
+	tmps, _ := filepath.Glob(name + ".tmp-*")
+	for _, p := range tmps {
+		if fi, err := os.Stat(p); err == nil && time.Since(fi.ModTime()) > staleTempAge {
+			_ = os.Remove(p)
+		}
+	}
 }
 
 // encodeTree writes everything but the checksum.

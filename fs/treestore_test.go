@@ -122,6 +122,27 @@ func TestTreeStoreRoundTrip(t *testing.T) {
 	if tmp, _ := filepath.Glob(name + ".tmp-*"); len(tmp) != 0 {
 		t.Errorf("temporary files left: %v", tmp)
 	}
+	// A crashed writer's old temporary file goes at the next save; a
+	// recent one may be another mount's write in progress and stays.
+	stale, fresh := name+".tmp-crashed", name+".tmp-writing"
+	for _, p := range []string{stale, fresh} {
+		if err := os.WriteFile(p, []byte("partial"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := time.Now().Add(-2 * staleTempAge)
+	if err := os.Chtimes(stale, old, old); err != nil {
+		t.Fatal(err)
+	}
+	if err := saveTree(name, "fake://src", 12345, tr); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(stale); !errors.Is(err, iofs.ErrNotExist) {
+		t.Errorf("stale temporary file: %v, want removed", err)
+	}
+	if _, err := os.Stat(fresh); err != nil {
+		t.Errorf("recent temporary file: %v, want kept", err)
+	}
 }
 
 // reseal recomputes the checksum of a metadata file whose body a test
