@@ -125,9 +125,10 @@ func Start(target string) (*Proxy, error) {
 	p := &Proxy{url: "http://" + ln.Addr().String(), closed: make(chan struct{})}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
+			// The Host header stays the proxy's: a signed request (S3
+			// SigV4) signed it.
 			r.Out.URL.Scheme = u.Scheme
 			r.Out.URL.Host = u.Host
-			r.Out.Host = u.Host
 		},
 		ErrorLog: log.New(io.Discard, "", 0),
 		// Bodies are relayed as they come, so a cut lands mid-stream.
