@@ -146,7 +146,7 @@ func simulateCache(s string, d int64) (int64, error) {
 func writeSimulateText(w io.Writer, r stats.ClusterResult) error {
 	in := r.Inputs
 	size := func(v int64) string { return humanize.IBytes(uint64(max(v, 0))) }
-	rate := func(v float64) string { return humanize.Bytes(uint64(v)) + "/s" }
+	rate := func(v float64) string { return humanize.SIWithDigits(v, 3, "B/s") }
 	reads := "every node reads the whole dataset"
 	if in.Distributed {
 		reads = "DistributedSampler: each node reads D/M of a fresh permutation"
