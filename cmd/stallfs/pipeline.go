@@ -42,7 +42,7 @@ func pipelineFlags() []cli.Flag {
 		&cli.IntFlag{Name: "prefetch-ahead", Usage: "most files the prefetcher runs ahead of the reader (0: 512)", EnvVars: []string{"STALLFS_PREFETCH_AHEAD"}},
 		&cli.StringFlag{Name: "prefetch-buffer", Value: "256MiB", Usage: "`SIZE` of the staging buffer for prefetched items the cache cannot take", EnvVars: []string{"STALLFS_PREFETCH_BUFFER"}},
 		&cli.IntFlag{Name: "prefetch-concurrency", Usage: "most files fetched ahead at once (0: 16)", EnvVars: []string{"STALLFS_PREFETCH_CONCURRENCY"}},
-	}, append(orderFlags(), peerFlags()...)...)
+	}, append(append(orderFlags(), peerFlags()...), metadataFlags()...)...)
 }
 
 // pipelineConfig is the validated configuration of the read path's layers.
@@ -59,6 +59,8 @@ type pipelineConfig struct {
 	StageBytes   int64
 	PrefetchConc int
 	Peers        *peerConfig // nil: no peer group
+	// MetadataCache persists the tree in CacheDir (--metadata-cache).
+	MetadataCache bool
 }
 
 // readPipelineConfig validates the pipeline flags; bf holds the cache
@@ -113,6 +115,7 @@ func readPipelineConfig(c *cli.Context, bf *blobfuse2Mount) (pipelineConfig, err
 			p.DiskBytes = int64(sfs.Bavail) * int64(sfs.Bsize) * 8 / 10
 		}
 	}
+	p.MetadataCache = c.Bool("metadata-cache")
 	p.MetricsAddr = c.String("metrics-addr")
 	if p.MetricsAddr != "" {
 		if _, _, err := net.SplitHostPort(p.MetricsAddr); err != nil {
@@ -185,6 +188,7 @@ type pipeline struct {
 	pf    *prefetch.Prefetcher
 	thr   *throttle.Backend
 	peer  *peerSetup // nil without a peer group
+	meta  metadataSetting
 
 	metrics *http.Server
 	stop    context.CancelFunc
@@ -193,7 +197,7 @@ type pipeline struct {
 
 // newPipeline wraps b with the throttle when asked and opens the cache.
 func newPipeline(cfg pipelineConfig, b backend.Backend, log *slog.Logger) (*pipeline, backend.Backend, error) {
-	p := &pipeline{cfg: cfg, log: log, reg: prometheus.NewRegistry()}
+	p := &pipeline{cfg: cfg, log: log, reg: prometheus.NewRegistry(), meta: newMetadataSetting(cfg, b)}
 	tf, err := readTestFaults(os.Getenv) // faultflags.go: a testing aid
 	if err != nil {
 		return nil, nil, err
@@ -235,6 +239,7 @@ func (p *pipeline) apply(o *fs.Options) {
 		o.BufferBytes = p.cfg.StageBytes
 	}
 	o.BeforeMount = p.beforeMount
+	p.meta.apply(o)
 }
 
 // beforeMount runs once the tree is known and before the kernel sees the
