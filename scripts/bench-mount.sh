@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
-# make bench, mount part: read a generated ~1 GiB ImageNet-like dataset
-# direct from disk and through a stallfs mount of it, with 1, 4 and 16
-# concurrent readers, page cache warm for both (one untimed pass each
-# first), and print files/s, MB/s and the ratio stallfs/direct.
+# make bench, mount part: the cost of a cache hit. Reads a generated ~1 GiB
+# ImageNet-like dataset (~110 KB files) directly from disk (page cache warm)
+# and through two stallfs mounts of it whose memory tier holds everything:
+# the default hit path (direct I/O) and --kernel-cache (OPEN answered
+# ENOSYS, the kernel keeps the pages of items the tier holds). 1, 4 and 16
+# concurrent readers, interleaved per point, one untimed pass of each first.
+# Then one 1 GiB file read sequentially (dd bs=1M), interleaved direct /
+# direct I/O / --kernel-cache, median of BENCH_BIG_RUNS. Prints files/s,
+# MB/s and the ratio to direct per mode, and each daemon's RSS against its
+# memory tier.
 #
 # Knobs (environment): BENCH_BYTES (1GiB), BENCH_READERS ("1 4 16"),
 # BENCH_EPOCHS (measured epochs per point, 2), BENCH_DATA (reuse an existing
 # dataset directory instead of generating one), BENCH_MOUNT_FLAGS (extra
-# `stallfs mount` flags, e.g. --kernel-cache), BENCH_OUT (raw rows, default
+# `stallfs mount` flags for both mounts), BENCH_BIG (size of the large
+# file, 1GiB; 0: skip it), BENCH_BIG_RUNS (7), BENCH_OUT (raw rows, default
 # out/bench-mount.tsv), STALLFS_BIN (bin/stallfs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,14 +26,17 @@ bin=$(realpath "${STALLFS_BIN:-bin/stallfs}")
 bytes=${BENCH_BYTES:-1GiB}
 readers=${BENCH_READERS:-1 4 16}
 epochs=${BENCH_EPOCHS:-2}
+big=${BENCH_BIG:-1GiB}
+big_runs=${BENCH_BIG_RUNS:-7}
 out=$(bench_out "${BENCH_OUT:-out/bench-mount.tsv}")
+modes="direct-io kernel-cache"
 
 work=$(mktemp -d /tmp/stallfs-bench.XXXXXX)
-mnt=$work/mnt
-mkdir -p "$mnt"
 cleanup() {
-	local rc=$?
-	unmount_stallfs "$bin" "$mnt"
+	local rc=$? m
+	for m in "$work"/mnt-*; do
+		[ -d "$m" ] && unmount_stallfs "$bin" "$m"
+	done
 	rm -rf "$work"
 	exit "$rc"
 }
@@ -34,45 +44,131 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 reader=$(build_reader "$work")
-
 data=$(bench_data "$work" "$bytes")
+D=$(du -sb "$data" | cut -f1)
 
-# shellcheck disable=SC2086 # BENCH_MOUNT_FLAGS is a list of flags
-"$bin" mount --daemon --log-file "$work/stallfs.log" ${BENCH_MOUNT_FLAGS:-} "$data" "$mnt"
+# mode_flags MODE: the stallfs mount flags of MODE.
+mode_flags() {
+	case $1 in
+	direct-io) echo "" ;;
+	kernel-cache) echo "--kernel-cache" ;;
+	esac
+}
 
-echo "warming the page cache (one untimed pass direct, one through stallfs)"
+# mount_mode SRC MNT MODE BUDGET: mount SRC on MNT in MODE with a memory
+# tier of BUDGET bytes (a daemon logging to MNT.log).
+mount_mode() {
+	mkdir -p "$2"
+	# shellcheck disable=SC2046,SC2086 # flag lists
+	"$bin" mount --daemon --log-file "$2.log" --cache-mem "$4" $(mode_flags "$3") ${BENCH_MOUNT_FLAGS:-} "$1" "$2"
+}
+
+# rss_line MNT: "RSS MiB (tier used MiB of budget MiB)" of the daemon of MNT.
+rss_line() {
+	local pid used
+	pid=$(grep -o 'pid=[0-9]*' "$1.log" | head -1 | cut -d= -f2)
+	used=$("$bin" cache info --json "$1" 2>/dev/null | python3 -c 'import json, sys; m = json.load(sys.stdin)["info"]["memory"]; print(m["used_bytes"], m["budget_bytes"])' 2>/dev/null || echo "? ?")
+	awk -v u="${used% *}" -v b="${used#* }" '$1 == "VmRSS:" {printf "RSS %.0f MiB, memory tier %s of %s MiB", $2 / 1024, (u == "?" ? "?" : sprintf("%.0f", u / 1048576)), (b == "?" ? "?" : sprintf("%.0f", b / 1048576))}' "/proc/$pid/status"
+}
+
+budget=$((D + D / 10 + (64 << 20)))
+for mode in $modes; do
+	mount_mode "$data" "$work/mnt-$mode" "$mode" "$budget"
+done
+
+echo "warming (one untimed pass direct, one through each mount: fills the memory tiers and, with --kernel-cache, the kept pages)"
 "$reader" -dir "$data" -epochs 1 -readers 4 -format tsv >/dev/null
-"$reader" -dir "$mnt" -epochs 1 -readers 4 -format tsv >/dev/null
+for mode in $modes; do
+	"$reader" -dir "$work/mnt-$mode" -epochs 1 -readers 4 -format tsv >/dev/null
+done
 
 : >"$out"
 for r in $readers; do
 	read_epochs "$data" direct "$r"
-	read_epochs "$mnt" stallfs "$r"
+	for mode in $modes; do
+		read_epochs "$work/mnt-$mode" "$mode" "$r"
+	done
 	echo "  $r reader(s) done"
 done
-"$bin" unmount "$mnt"
+declare -A rss
+for mode in $modes; do
+	rss[$mode]=$(rss_line "$work/mnt-$mode")
+	"$bin" unmount "$work/mnt-$mode"
+done
 
 echo
 echo "dataset: $(rows_summary "$out"); $epochs measured epochs per point after a warm pass; $(host_summary)"
-echo "mount flags: ${BENCH_MOUNT_FLAGS:-(defaults)}"
+echo "memory tier: $budget bytes (holds the whole dataset); extra mount flags: ${BENCH_MOUNT_FLAGS:-(none)}"
 echo
 # Rows: label epoch readers files bytes seconds MB/s files/s. Rates are
 # totals over the measured epochs (bytes / seconds).
-awk -F'\t' '
-{
-	k = $3; seen[k] = 1
-	b[$1, k] += $5; f[$1, k] += $4; s[$1, k] += $6
-}
+awk -F'\t' -v readers="$readers" -v modes="$modes" '
+{ b[$1, $3] += $5; f[$1, $3] += $4; s[$1, $3] += $6 }
 END {
-	print "| readers | direct MB/s | direct files/s | stallfs MB/s | stallfs files/s | stallfs/direct |"
-	print "| ---: | ---: | ---: | ---: | ---: | ---: |"
-	n = split("'"$readers"'", rs, " ")
+	nm = split(modes, ms, " ")
+	printf "| readers | direct files/s |"
+	for (j = 1; j <= nm; j++) printf " %s files/s | %s / direct |", ms[j], ms[j]
+	print ""
+	printf "| ---: | ---: |"
+	for (j = 1; j <= nm; j++) printf " ---: | ---: |"
+	print ""
+	n = split(readers, rs, " ")
 	for (i = 1; i <= n; i++) {
 		k = rs[i]
-		dm = b["direct", k] / 1e6 / s["direct", k]; df = f["direct", k] / s["direct", k]
-		sm = b["stallfs", k] / 1e6 / s["stallfs", k]; sf = f["stallfs", k] / s["stallfs", k]
-		printf "| %d | %.0f | %.0f | %.0f | %.0f | %.2f |\n", k, dm, df, sm, sf, sm / dm
+		df = f["direct", k] / s["direct", k]
+		printf "| %d | %.0f |", k, df
+		for (j = 1; j <= nm; j++) {
+			sf = f[ms[j], k] / s[ms[j], k]
+			printf " %.0f | %.2f |", sf, sf / df
+		}
+		print ""
 	}
 }' "$out"
+echo
+for mode in $modes; do
+	echo "daemon $mode: ${rss[$mode]}"
+done
+
+if [ "$big" != 0 ]; then
+	echo
+	mkdir -p "$work/big"
+	head -c "$(numfmt --from=iec "${big%iB}")" /dev/urandom >"$work/big/big"
+	bigb=$(stat -c %s "$work/big/big")
+	for mode in $modes; do
+		mount_mode "$work/big" "$work/mnt-big-$mode" "$mode" $((bigb + bigb / 10 + (64 << 20)))
+	done
+	# dd_secs FILE: seconds dd takes to read FILE with 1 MiB reads.
+	dd_secs() { dd if="$1" of=/dev/null bs=1M 2>&1 | awk '/copied/ {print $(NF-3)}'; }
+	dd_secs "$work/big/big" >/dev/null
+	for mode in $modes; do dd_secs "$work/mnt-big-$mode/big" >/dev/null; done
+	: >"$work/big.tsv"
+	for _ in $(seq "$big_runs"); do
+		echo -e "direct\t$(dd_secs "$work/big/big")" >>"$work/big.tsv"
+		for mode in $modes; do
+			echo -e "$mode\t$(dd_secs "$work/mnt-big-$mode/big")" >>"$work/big.tsv"
+		done
+	done
+	for mode in $modes; do
+		rss[$mode]=$(rss_line "$work/mnt-big-$mode")
+		"$bin" unmount "$work/mnt-big-$mode"
+	done
+	echo "large file: $bigb bytes, dd bs=1M, median of $big_runs interleaved runs after a warm read"
+	echo
+	echo "| reader | median s | GB/s | / direct |"
+	echo "| --- | ---: | ---: | ---: |"
+	for l in direct $modes; do
+		awk -F'\t' -v l="$l" '$1 == l {print $2}' "$work/big.tsv" | sort -g | awk -v n="$big_runs" '{v[NR] = $1} END {print v[int((n + 1) / 2)]}'
+	done | awk -v labels="direct $modes" -v b="$bigb" '
+	{ m[NR] = $1 }
+	END {
+		n = split(labels, ls, " ")
+		for (i = 1; i <= n; i++) printf "| %s | %.3f | %.2f | %.2f |\n", ls[i], m[i], b / m[i] / 1e9, m[1] / m[i]
+	}'
+	echo
+	for mode in $modes; do
+		echo "daemon $mode (large file): ${rss[$mode]}"
+	done
+	cat "$work/big.tsv" >>"$out"
+fi
 echo
 echo "raw rows: $out"
