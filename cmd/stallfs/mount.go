@@ -26,7 +26,7 @@ func (a *cliApp) mountCommand() *cli.Command {
 		&cli.BoolFlag{Name: "daemon", Usage: "run in the background; return once the mount is ready", EnvVars: []string{"STALLFS_DAEMON"}},
 		&cli.BoolFlag{Name: "allow-other", Usage: "let users other than the mounter access the mount", EnvVars: []string{"STALLFS_ALLOW_OTHER"}},
 		&cli.StringFlag{Name: "read-ahead", Usage: "kernel readahead `SIZE` (e.g. 1MiB; empty: kernel default)", EnvVars: []string{"STALLFS_READ_AHEAD"}},
-		&cli.BoolFlag{Name: "kernel-cache", Usage: "let the kernel page cache keep file data (default: direct I/O)", EnvVars: []string{"STALLFS_KERNEL_CACHE"}},
+		&cli.BoolFlag{Name: "kernel-cache", Usage: "fast hit path: the kernel keeps the pages of files the cache tiers hold (others are dropped) and opens files without asking; stats then count opens (lookups, stat too) as hits (default: direct I/O, every read counted)", EnvVars: []string{"STALLFS_KERNEL_CACHE"}},
 		&cli.StringFlag{Name: "chunk-size", Value: "4MiB", Usage: "cache item `SIZE`: files up to it are one item, larger ones are split", EnvVars: []string{"STALLFS_CHUNK_SIZE"}},
 		&cli.StringFlag{Name: "attr-timeout", Value: "1h", Usage: "`DURATION` the kernel caches names and attributes (remount to see a changed source)", EnvVars: []string{"STALLFS_ATTR_TIMEOUT"}},
 		&cli.BoolFlag{Name: "force", Usage: "recover a stale mountpoint left by a crashed stallfs (lazy unmount, then mount)", EnvVars: []string{"STALLFS_FORCE"}},
