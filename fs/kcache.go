@@ -2,11 +2,30 @@ package fs
 
 // The kernel-cache hit path (Options.KernelCache): the kernel keeps the
 // pages of files and serves re-reads without asking the daemon, and the
-// daemon, not the kernel's LRU, decides which pages it may keep: only those
-// of items a cache tier holds. See doc.go for the invariants and
-// docs/architecture.md ("Hit path") for the measurements.
+// daemon, not the kernel's LRU, decides which pages it may keep. Measured
+// in docs/architecture.md ("Hit path").
 //
-// Lock order: kcache.mu before kcNode.mu.
+// Invariants (no-open mode):
+//
+//   - OPEN and FLUSH are answered ENOSYS, deliberately and only here:
+//     the kernel then opens files of the connection without asking and
+//     stops sending FLUSH; it sends no RELEASE either. Writes stay
+//     refused: the mount is read-only in the kernel.
+//   - No later open of a file is served pages of an item no tier held
+//     when it was read: such pages are dropped at the file's next LOOKUP
+//     (which every open sends, files having entry timeout 0), before the
+//     LOOKUP is answered, and the pages of a file the tiers no longer hold
+//     whole (cache drop, a changed version) likewise. So backend bytes per
+//     epoch are D minus the bytes the tiers hold, as with direct I/O.
+//   - Pages of non-tier items read and not yet dropped are bounded by
+//     BufferBytes: past it the oldest go, from one goroutine (a
+//     notification waits for the page locks of READs in flight, so it is
+//     never sent from a READ).
+//   - A LOOKUP of a file the tiers hold whole records its size as a hit
+//     once; its READs' tier hits are then not recorded again.
+//
+// Lock order: kcache.mu before kcNode.mu (never both held: each is taken
+// alone).
 
 import (
 	"context"
