@@ -11,14 +11,24 @@
 #   cached            local disk, every file in the page cache beforehand,
 #                     no memory limit (DS-Analyzer's fully cached run: its
 #                     data stall is the prep stall); it also measures the
-#                     loop's peak memory (the cgroup allowance below)
-#   pagecache         local disk, caches dropped, the loop in a memory cgroup
-#                     of f x D + the loop's own peak memory (DS-Analyzer's
-#                     cold run with the budget: the page cache, LRU); device
-#                     bytes per epoch from /proc/PID/io read_bytes.
-#                     Known limit: the loop's memory varies by 10-20 MB
-#                     below its peak, and that slack goes to the page cache
-#                     (page_cache_bytes in the table shows what it held)
+#                     peak memory of the read helpers (below), the cgroup
+#                     allowance of the pagecache runs
+#   pagecache         local disk, the dataset's pages evicted, the samples
+#                     read by the loop's read helpers (train_loader.py
+#                     --read-cgroup: one small process per DataLoader
+#                     worker that does the read() calls) inside a memory
+#                     cgroup of f x D + the helpers' peak + 256 KiB
+#                     (DS-Analyzer's cold run with the budget: the page
+#                     cache, LRU). The kernel charges a page to the cgroup
+#                     of the process that reads it in, so the cgroup holds
+#                     the page cache of the dataset and the helpers' few
+#                     constant MB, not the loop's own memory, whose
+#                     variation (tens of MB between batches) went to the
+#                     page cache when the whole loop ran in the cgroup.
+#                     Device bytes per epoch from /proc/PID/io read_bytes
+#                     of the loop (workers and helpers are reaped, so it
+#                     counts theirs); page_cache_bytes is the cgroup's
+#                     page cache after each epoch.
 #   rclone            rclone mount of the local directory, --vfs-cache-mode
 #                     full --vfs-cache-max-size f x D (poll interval 1s so
 #                     the limit holds within an epoch), --bwlimit 100 MB/s;
@@ -31,21 +41,32 @@
 #   stallfs-prefetch  the same + --order torch-distributed --seed SEED
 #                     --world-size 1 --rank 0 --layout imagefolder (the
 #                     exported seed; the loop unchanged)
+#   rclone-s3, stallfs-s3, stallfs-prefetch-s3
+#                     the same mounts of an S3 bucket holding the dataset
+#                     (versitygw, posix backend, 127.0.0.1) reached through
+#                     scripts/latency-proxy, which adds 20ms to every
+#                     request and paces all response bodies together to
+#                     100 MB/s: the same emulated storage for both, with
+#                     no client-side limit; bytes per epoch are the object
+#                     GET bodies the proxy counted.
 #
-# Storage: all systems read the same local disk; only stallfs's backend is
-# throttled (20ms per request + 100 MB/s), rclone's is bandwidth-limited
-# only, the page cache reads the raw disk. So the baselines' cold reads are
-# cheaper than stallfs's: the times favour them; the bytes are comparable.
+# Storage: the local systems read the same local disk; there only stallfs's
+# backend is throttled (20ms per request + 100 MB/s), rclone's is
+# bandwidth-limited only, and the page cache reads the raw disk (it cannot
+# be anything else: it is the kernel's cache of a local file system). The
+# -s3 systems share one emulated store, so their times compare fairly.
 # Every sample's bytes are verified against the generator's manifest.
 #
 # Output (BENCH_OUT_DIR, docs/e2e): e2e.csv, e2e.md, and the PNGs of
 # scripts/plot_e2e.py. Knobs (environment): BENCH_FILES (600), BENCH_MEAN
 # (48KiB), BENCH_EPOCHS (4), BENCH_FRACTIONS ("0.25 0.5 0.75"),
-# BENCH_SYSTEMS ("pagecache rclone stallfs stallfs-prefetch"), BENCH_GPU_MS
-# (60), BENCH_BATCH (16), BENCH_WORKERS (2), BENCH_CROP (224), BENCH_SEED
-# (11), BENCH_RC_PORT (45731), BENCH_METRICS_PORT (45732), STALLFS_BIN (bin/stallfs). Needs root
-# (FUSE, cgroups, drop_caches), python3-torch, python3-torchvision,
-# python3-matplotlib and rclone (installed with apt-get if missing).
+# BENCH_SYSTEMS ("pagecache rclone stallfs stallfs-prefetch rclone-s3
+# stallfs-s3 stallfs-prefetch-s3"), BENCH_GPU_MS (60), BENCH_BATCH (16),
+# BENCH_WORKERS (2), BENCH_CROP (224), BENCH_SEED (11), BENCH_RC_PORT
+# (45731), BENCH_METRICS_PORT (45732), STALLFS_BIN (bin/stallfs),
+# STALLFS_VERSITYGW (.cache/bin/versitygw, built when missing). Needs root
+# (FUSE, cgroups), python3-torch, python3-torchvision, python3-matplotlib
+# and rclone (installed with apt-get if missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib.sh
@@ -57,7 +78,7 @@ files=${BENCH_FILES:-600}
 mean=${BENCH_MEAN:-48KiB}
 epochs=${BENCH_EPOCHS:-4}
 fractions=${BENCH_FRACTIONS:-0.25 0.5 0.75}
-systems=${BENCH_SYSTEMS:-pagecache rclone stallfs stallfs-prefetch}
+systems=${BENCH_SYSTEMS:-pagecache rclone stallfs stallfs-prefetch rclone-s3 stallfs-s3 stallfs-prefetch-s3}
 gpu_ms=${BENCH_GPU_MS:-60}
 batch=${BENCH_BATCH:-16}
 workers=${BENCH_WORKERS:-2}
@@ -89,13 +110,15 @@ mem_cgroup stallfs-bench-e2e
 work=$(mktemp -d /tmp/stallfs-bench-e2e.XXXXXX)
 mnt=$work/mnt
 mkdir -p "$mnt"
-rclone_pid=""
+rclone_pid="" vgw_pid="" proxy_pid=""
 cleanup() {
 	local rc=$?
 	if grep -qs " $mnt " /proc/self/mountinfo; then
 		fusermount3 -u "$mnt" 2>/dev/null || fusermount3 -uz "$mnt" || true
 	fi
 	if [ -n "$rclone_pid" ]; then kill "$rclone_pid" 2>/dev/null || true; fi
+	stop_pid "$proxy_pid"
+	stop_pid "$vgw_pid"
 	if [ -d "$cg" ]; then
 		while read -r pid; do echo "$pid" >"$cgroot/cgroup.procs" || true; done <"$cg/cgroup.procs"
 		rmdir "$cg" || true
@@ -113,20 +136,62 @@ data=$work/src/train
 D=$(awk -F'\t' '{s += $2} END {printf "%d", s}' "$work/manifest.tsv")
 echo "dataset: $files JPEGs, $D bytes; $epochs epochs; f = $fractions; gpu ${gpu_ms}ms per batch of $batch; $workers workers; crop $crop"
 
-# loop NAME ROOT HOOK [PREFIX...]: runs the loader over ROOT, HOOK after
-# every epoch (it appends one cumulative counter to $work/NAME.bytes);
-# PREFIX is a command the loader runs under (the cgroup wrapper).
+# The emulated object store of the -s3 systems: versitygw with the dataset
+# at the root of bucket "bench", behind scripts/latency-proxy.
+case " $systems " in
+*-s3\ *)
+	vgw=${STALLFS_VERSITYGW:-.cache/bin/versitygw}
+	if [ ! -x "$vgw" ]; then
+		echo "building versitygw v1.8.0 into .cache/bin (once)"
+		GOBIN=$PWD/.cache/bin go install github.com/versity/versitygw/cmd/versitygw@v1.8.0
+		vgw=.cache/bin/versitygw
+	fi
+	vgw=$(realpath "$vgw")
+	access=stallfs-bench-access
+	secret=stallfs-bench-secret-0123456789
+	mkdir -p "$work/gw" "$work/meta"
+	vport=$(free_port 17270)
+	ROOT_ACCESS_KEY=$access ROOT_SECRET_KEY=$secret \
+		"$vgw" --port "127.0.0.1:$vport" --keep-alive --quiet posix --sidecar "$work/meta" "$work/gw" \
+		>"$work/versitygw.log" 2>&1 &
+	vgw_pid=$!
+	wait_port "$vport" "$vgw_pid" "$work/versitygw.log" 200
+	go build -o "$work/latency-proxy" ./scripts/latency-proxy
+	pport=$(free_port $((vport + 1)))
+	sport=$(free_port $((pport + 1)))
+	"$work/latency-proxy" -listen "127.0.0.1:$pport" -stats-listen "127.0.0.1:$sport" \
+		-target "http://127.0.0.1:$vport" -latency 20ms -bandwidth 100MB >"$work/proxy.log" 2>&1 &
+	proxy_pid=$!
+	wait_port "$sport" "$proxy_pid" "$work/proxy.log" 200
+	export RCLONE_CONFIG=$work/rclone.conf
+	for r in "vgw $vport" "vgwp $pport"; do
+		set -- $r
+		printf '[%s]\ntype = s3\nprovider = Other\naccess_key_id = %s\nsecret_access_key = %s\nendpoint = http://127.0.0.1:%s\nregion = us-east-1\nforce_path_style = true\n\n' \
+			"$1" "$access" "$secret" "$2" >>"$RCLONE_CONFIG"
+	done
+	echo "uploading the dataset to versitygw (127.0.0.1:$vport); the mounts go through latency-proxy 127.0.0.1:$pport (20ms, 100 MB/s)"
+	env -u AWS_CA_BUNDLE rclone mkdir vgw:bench
+	env -u AWS_CA_BUNDLE rclone copy --transfers 8 --checkers 8 "$data" vgw:bench
+	;;
+esac
+# proxy_bytes: the object GET body bytes the proxy passed so far.
+proxy_bytes() { curl -sf "http://127.0.0.1:$sport/" | awk '$1 == "get_bytes" {print $2}'; }
+
+# loop NAME ROOT HOOK [ARG...]: runs the loader over ROOT, HOOK after
+# every epoch (it appends one cumulative counter to $work/NAME.bytes;
+# $work/NAME.base, when there, holds the counter's value before the run);
+# ARGs go to the loader.
 loop() {
 	local name=$1 root=$2 hook=$3
 	shift 3
 	: >"$work/$name.bytes"
-	"$@" "$py" scripts/train_loader.py "$root" --manifest "$work/manifest.tsv" --epochs "$epochs" \
+	"$py" scripts/train_loader.py "$root" --manifest "$work/manifest.tsv" --epochs "$epochs" \
 		--workers "$workers" --batch-size "$batch" --crop "$crop" --gpu-ms "$gpu_ms" \
-		--sampler distributed --seed "$seed" --json --epoch-hook "$hook" >"$work/$name.jsonl"
+		--sampler distributed --seed "$seed" --json --epoch-hook "$hook" "$@" >"$work/$name.jsonl"
 }
 
-# The loader's own device reads so far (its reaped workers included): the
-# hook's parent is the loader.
+# The loader's own device reads so far (its reaped workers and their read
+# helpers included): the hook's parent is the loader.
 pid_hook='awk '"'"'$1 == "read_bytes:" {print $2}'"'"' /proc/$PPID/io >>'
 
 # evict DIR: drops DIR's files from the page cache (POSIX_FADV_DONTNEED).
@@ -141,8 +206,6 @@ for d, _, names in os.walk(sys.argv[1]):
 PY
 }
 
-incg() { bash -c 'echo $$ >"$0/cgroup.procs"; exec "$@"' "$cg" "$@"; }
-
 # 1. DS-Analyzer: synthetic, then fully cached (page cache warm, no limit).
 echo "synthetic"
 "$py" scripts/train_loader.py --synthetic --synthetic-images "$files" --epochs "$epochs" \
@@ -151,11 +214,11 @@ echo "synthetic"
 echo "cached"
 find "$data" -type f -exec cat {} + >/dev/null
 mkdir "$cg"
-loop cached "$data" "$pid_hook $work/cached.bytes" incg
+loop cached "$data" "$pid_hook $work/cached.bytes" --read-cgroup "$cg"
 peak=$(cat "$cg/$cgpeak")
-allowance=$((peak + (4 << 20)))
+allowance=$((peak + (256 << 10)))
 rmdir "$cg"
-echo "  the loop's peak memory (no data charged): $peak bytes; cgroup allowance $allowance"
+echo "  the read helpers' peak memory (no data charged): $peak bytes; cgroup allowance $allowance"
 
 for f in $fractions; do
 	budget=$(awk -v f="$f" -v d="$D" 'BEGIN {printf "%d", f * d}')
@@ -170,28 +233,45 @@ for f in $fractions; do
 			# charge the loop's libraries (libtorch) to the cgroup too.
 			sync
 			evict "$data"
-			loop "$name" "$data" "$pid_hook $work/$name.bytes; awk '\$1 == \"$cgfile\" {print \$2}' $cg/memory.stat >>$work/$name.cache" incg
+			loop "$name" "$data" "$pid_hook $work/$name.bytes; awk '\$1 == \"$cgfile\" {print \$2}' $cg/memory.stat >>$work/$name.cache" \
+				--read-cgroup "$cg"
 			rmdir "$cg"
 			;;
-		rclone)
+		rclone | rclone-s3)
 			rm -rf "$work/rclone-cache"
-			rclone mount "$data" "$mnt" --read-only --vfs-cache-mode full --vfs-cache-max-size "${budget}B" \
+			if [ "$s" = rclone ]; then
+				src=$data limit=(--bwlimit 97656K) hook="rclone rc --url http://127.0.0.1:$rcport/ core/stats | jq .bytes >>$work/$name.bytes"
+			else
+				src=vgwp:bench limit=() hook="curl -sf http://127.0.0.1:$sport/ | awk '\$1 == \"get_bytes\" {print \$2}' >>$work/$name.bytes"
+				proxy_bytes >"$work/$name.base"
+			fi
+			env -u AWS_CA_BUNDLE rclone mount "$src" "$mnt" --read-only --vfs-cache-mode full --vfs-cache-max-size "${budget}B" \
 				--vfs-cache-poll-interval 1s --cache-dir "$work/rclone-cache" --dir-cache-time 1h \
-				--bwlimit 97656K --rc --rc-addr "127.0.0.1:$rcport" --rc-no-auth \
+				"${limit[@]}" --rc --rc-addr "127.0.0.1:$rcport" --rc-no-auth \
 				--log-file "$work/rclone.log" -v &
 			rclone_pid=$!
 			wait_mounted "$mnt"
-			loop "$name" "$mnt" "rclone rc --url http://127.0.0.1:$rcport/ core/stats | jq .bytes >>$work/$name.bytes"
+			loop "$name" "$mnt" "$hook"
 			fusermount3 -u "$mnt"
 			wait "$rclone_pid" || true
 			rclone_pid=""
 			;;
-		stallfs | stallfs-prefetch)
+		stallfs | stallfs-prefetch | stallfs-s3 | stallfs-prefetch-s3)
 			order=()
-			[ "$s" = stallfs-prefetch ] && order=(--order torch-distributed --seed "$seed" --world-size 1 --rank 0 --layout imagefolder)
-			"$bin" mount --daemon --log-file "$work/stallfs.log" --cache-mem "$budget" --backend-latency 20ms \
-				--backend-bandwidth 100MB/s --metrics-addr "127.0.0.1:$mport" "${order[@]}" "$data" "$mnt"
-			loop "$name" "$mnt" "curl -sf http://127.0.0.1:$mport/metrics | awk '\$1 == \"stallfs_throttle_read_bytes_total\" {printf \"%d\\n\", \$2}' >>$work/$name.bytes"
+			case $s in stallfs-prefetch*) order=(--order torch-distributed --seed "$seed" --world-size 1 --rank 0 --layout imagefolder) ;; esac
+			if [ "${s%-s3}" = "$s" ]; then
+				"$bin" mount --daemon --log-file "$work/stallfs.log" --cache-mem "$budget" --backend-latency 20ms \
+					--backend-bandwidth 100MB/s --metrics-addr "127.0.0.1:$mport" "${order[@]}" "$data" "$mnt"
+				hook="curl -sf http://127.0.0.1:$mport/metrics | awk '\$1 == \"stallfs_throttle_read_bytes_total\" {printf \"%d\\n\", \$2}' >>$work/$name.bytes"
+			else
+				proxy_bytes >"$work/$name.base"
+				AWS_ACCESS_KEY_ID=$access AWS_SECRET_ACCESS_KEY=$secret AWS_REGION=us-east-1 \
+					AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null \
+					"$bin" mount --daemon --log-file "$work/stallfs.log" --cache-mem "$budget" \
+					--s3-endpoint "http://127.0.0.1:$pport" --s3-path-style "${order[@]}" s3://bench "$mnt"
+				hook="curl -sf http://127.0.0.1:$sport/ | awk '\$1 == \"get_bytes\" {print \$2}' >>$work/$name.bytes"
+			fi
+			loop "$name" "$mnt" "$hook"
 			"$bin" unmount "$mnt"
 			;;
 		*)
@@ -210,17 +290,19 @@ work, D, outdir, fractions, systems = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 def read(name):
     rows = [json.loads(l) for l in open(os.path.join(work, name + ".jsonl")) if l.strip()]
     cum = [int(x) for x in open(os.path.join(work, name + ".bytes")).read().split()]
+    base_path = os.path.join(work, name + ".base")
+    base = int(open(base_path).read().split()[0]) if os.path.exists(base_path) else 0
     cache_path = os.path.join(work, name + ".cache")
     cache = [int(x) for x in open(cache_path).read().split()] if os.path.exists(cache_path) else []
-    return rows, cum, cache
+    return rows, cum, cache, base
 
 runs = [("synthetic", "", "synthetic"), ("cached", "", "cached")]
 runs += [(s, f, f"{s}-{f}") for f in fractions for s in systems]
 prep = {}
 out = []
 for system, f, name in runs:
-    rows, cum, cache = read(name)
-    prev = 0
+    rows, cum, cache, base = read(name)
+    prev = base
     for i, r in enumerate(rows):
         e = i + 1
         b = ""

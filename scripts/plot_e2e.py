@@ -8,6 +8,9 @@ writes, into OUTDIR, for every cache fraction f:
   e2e-bytes-f<f>.png  backend bytes per epoch per system against the MinIO
                       ideal (D in epoch 1, then (1 - f) x D).
 
+A system named NAME-s3 (the same mount over the emulated S3 store) has
+NAME's colour, hatched.
+
 Usage: plot_e2e.py E2E.CSV OUTDIR. Needs Debian's python3-matplotlib.
 """
 
@@ -22,6 +25,14 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 COLORS = {"pagecache": "tab:gray", "rclone": "tab:orange", "stallfs": "tab:blue",
           "stallfs-prefetch": "tab:green"}
+ORDER = ["pagecache", "rclone", "stallfs", "stallfs-prefetch", "rclone-s3", "stallfs-s3", "stallfs-prefetch-s3"]
+
+
+def bar_style(system):
+    """Bar colour and hatch of a system."""
+    base = system[:-3] if system.endswith("-s3") else system
+    return {"color": COLORS.get(base), "hatch": "//" if base != system else None,
+            "edgecolor": "white" if base != system else None}
 
 
 def load(path):
@@ -42,13 +53,13 @@ def num(x):
 
 def plot_time(runs, f, systems, outdir):
     """Epoch time and data stall bars per system per epoch at fraction f."""
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4.5))
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(14, 4.8))
     width = 0.8 / max(1, len(systems))
     for k, s in enumerate(systems):
         rows = runs[(s, f)]
         xs = [int(r["epoch"]) + (k - (len(systems) - 1) / 2) * width for r in rows]
-        a1.bar(xs, [num(r["seconds"]) for r in rows], width, label=s, color=COLORS.get(s))
-        a2.bar(xs, [num(r["data_stall_s"]) for r in rows], width, label=s, color=COLORS.get(s))
+        a1.bar(xs, [num(r["seconds"]) for r in rows], width, label=s, **bar_style(s))
+        a2.bar(xs, [num(r["data_stall_s"]) for r in rows], width, label=s, **bar_style(s))
     for ref, style, label in (("synthetic", ":", "synthetic (max ingestion)"),
                               ("cached", "--", "fully cached (prep stall)")):
         rows = runs.get((ref, ""))
@@ -70,13 +81,13 @@ def plot_time(runs, f, systems, outdir):
 
 def plot_bytes(runs, f, systems, outdir):
     """Backend bytes per epoch per system against the MinIO ideal at f."""
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = plt.subplots(figsize=(9, 4.8))
     width = 0.8 / max(1, len(systems))
     ideal = None
     for k, s in enumerate(systems):
         rows = runs[(s, f)]
         xs = [int(r["epoch"]) + (k - (len(systems) - 1) / 2) * width for r in rows]
-        ax.bar(xs, [num(r["backend_bytes"]) / 1e6 for r in rows], width, label=s, color=COLORS.get(s))
+        ax.bar(xs, [num(r["backend_bytes"]) / 1e6 for r in rows], width, label=s, **bar_style(s))
         ideal = ideal or [(int(r["epoch"]), num(r["minio_ideal_bytes"]) / 1e6) for r in rows]
     if ideal:
         ax.step([e for e, _ in ideal], [v for _, v in ideal], where="mid", color="r", lw=2,
@@ -97,8 +108,8 @@ def main(argv):
     runs = load(argv[1])
     fractions = sorted({f for (_, f) in runs if f})
     for f in fractions:
-        systems = [s for s in COLORS if (s, f) in runs] + \
-                  sorted(s for (s, g) in runs if g == f and s not in COLORS)
+        systems = [s for s in ORDER if (s, f) in runs] + \
+                  sorted(s for (s, g) in runs if g == f and s not in ORDER)
         plot_time(runs, f, systems, argv[2])
         plot_bytes(runs, f, systems, argv[2])
     return 0

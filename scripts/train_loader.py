@@ -15,6 +15,16 @@ the dataset's loader reads each sample's raw bytes, checks their size and
 SHA-256 against the manifest, then decodes them with PIL from memory; any
 mismatch or unknown file ends the run with exit status 1.
 
+With --read-cgroup DIR, each DataLoader worker reads the samples' raw
+bytes through a small helper process of its own placed in the cgroup DIR
+(its pid written to DIR/cgroup.procs before it reads anything). The
+kernel charges a page-cache page to the cgroup of the process that reads
+it in, so a memory cgroup then limits the page cache of the dataset and
+the helpers' few MB of constant memory, not the loop's own memory (which
+varies by tens of MB between batches and would lend its slack to the page
+cache). The helpers are reaped when their worker exits, so the loop's
+/proc/PID/io counts their reads.
+
 Run it with Debian's /usr/bin/python3 (python3-torch, python3-torchvision).
 Exit status: 0 ok, 1 checksum mismatch, 2 bad usage.
 """
@@ -23,6 +33,7 @@ import argparse
 import hashlib
 import io
 import json
+import multiprocessing.util
 import os
 import subprocess
 import sys
@@ -64,6 +75,67 @@ def manifest_prefix(entries, rel):
     raise ChecksumError(f"{rel}: not in the manifest")
 
 
+# The --read-cgroup helper: reads each path given on a line of stdin and
+# writes its length (8 bytes, little-endian) and bytes to stdout.
+READ_HELPER = r"""
+import sys
+inp, out = sys.stdin.buffer, sys.stdout.buffer
+for line in inp:
+    with open(line.rstrip(b"\n"), "rb") as f:
+        raw = f.read()
+    out.write(len(raw).to_bytes(8, "little"))
+    out.write(raw)
+    out.flush()
+"""
+
+
+class CgroupReader:
+    """Reads files through a helper process in a cgroup (--read-cgroup).
+
+    One helper per process that reads (each DataLoader worker starts its
+    own on first use); it is closed and reaped when that process exits.
+    """
+
+    def __init__(self, cgroup):
+        self.cgroup = cgroup
+        self.pid = None
+        self.proc = None
+
+    def __getstate__(self):
+        return {"cgroup": self.cgroup, "pid": None, "proc": None}
+
+    def _start(self):
+        procs = os.path.join(self.cgroup, "cgroup.procs")
+
+        def enter():
+            with open(procs, "w") as f:
+                f.write(str(os.getpid()))
+
+        self.proc = subprocess.Popen([sys.executable, "-c", READ_HELPER], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, preexec_fn=enter)
+        self.pid = os.getpid()
+        multiprocessing.util.Finalize(self, CgroupReader._stop, args=(self.proc,), exitpriority=10)
+
+    @staticmethod
+    def _stop(proc):
+        proc.stdin.close()
+        proc.wait()
+
+    def read(self, path):
+        if self.pid != os.getpid():
+            self._start()
+        self.proc.stdin.write(os.fsencode(path) + b"\n")
+        self.proc.stdin.flush()
+        head = self.proc.stdout.read(8)
+        if len(head) != 8:
+            raise OSError(f"{path}: the read helper ended (exit status {self.proc.poll()})")
+        n = int.from_bytes(head, "little")
+        raw = self.proc.stdout.read(n)
+        if len(raw) != n:
+            raise OSError(f"{path}: the read helper returned {len(raw)} of {n} bytes")
+        return raw
+
+
 class VerifyingLoader:
     """An ImageFolder loader= that checks the raw bytes before decoding.
 
@@ -71,14 +143,18 @@ class VerifyingLoader:
     ChecksumError there, which the DataLoader re-raises in the main process.
     """
 
-    def __init__(self, root, entries, prefix):
+    def __init__(self, root, entries, prefix, reader=None):
         self.root = root
         self.entries = entries
         self.prefix = prefix
+        self.reader = reader
 
     def __call__(self, path):
-        with open(path, "rb") as f:
-            raw = f.read()
+        if self.reader is not None:
+            raw = self.reader.read(path)
+        else:
+            with open(path, "rb") as f:
+                raw = f.read()
         if self.entries is not None:
             rel = os.path.relpath(path, self.root).replace(os.sep, "/")
             want = self.entries.get(self.prefix + rel)
@@ -97,6 +173,8 @@ def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("root", nargs="?", help="ImageFolder root (class directories below it)")
     ap.add_argument("--manifest", help="verify every sample against this gen-dataset manifest")
+    ap.add_argument("--read-cgroup", metavar="DIR",
+                    help="read the samples through helper processes placed in the cgroup DIR")
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--start-epoch", type=int, default=0, help="first epoch number (set_epoch)")
     ap.add_argument("--batch-size", type=int, default=32)
@@ -141,7 +219,8 @@ def build_loader(a):
     if a.manifest:
         entries = read_manifest(a.manifest)
         prefix = manifest_prefix(entries, os.path.relpath(ds.samples[0][0], root).replace(os.sep, "/"))
-    ds.loader = VerifyingLoader(root, entries, prefix)
+    reader = CgroupReader(a.read_cgroup) if a.read_cgroup else None
+    ds.loader = VerifyingLoader(root, entries, prefix, reader)
     sampler, gen = None, None
     if a.sampler == "distributed":
         sampler = DistributedSampler(ds, num_replicas=a.world_size, rank=a.rank,
