@@ -1,12 +1,15 @@
 package fs
 
 import (
+	"context"
 	"fmt"
 	iofs "io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -153,4 +156,57 @@ func BenchmarkTreeLookupImageNet(b *testing.B) {
 		}
 		i++
 	}
+}
+
+// listingBackend serves a fixed listing (metadata only; reads fail).
+type listingBackend struct{ listing map[string][]backend.Entry }
+
+func (l listingBackend) String() string { return "listing://" }
+func (l listingBackend) Close() error   { return nil }
+func (l listingBackend) List(ctx context.Context, dir string) ([]backend.Entry, error) {
+	es, ok := l.listing[dir]
+	if !ok {
+		return nil, &iofs.PathError{Op: "list", Path: dir, Err: iofs.ErrNotExist}
+	}
+	return es, nil
+}
+func (l listingBackend) Stat(ctx context.Context, p string) (backend.Entry, error) {
+	if p == "" {
+		return backend.Entry{Mode: iofs.ModeDir | 0o755}, nil
+	}
+	return backend.Entry{}, &iofs.PathError{Op: "stat", Path: p, Err: iofs.ErrNotExist}
+}
+func (l listingBackend) ReadAt(ctx context.Context, p, v string, buf []byte, off int64) (int, error) {
+	return 0, &iofs.PathError{Op: "read", Path: p, Err: iofs.ErrPermission}
+}
+
+// BenchmarkFindMount runs `find MNT -type f | wc -l` through a mount of an
+// ImageNet-shaped listing (BENCH_FIND_FILES files, default 128,117: a
+// tenth) and reports files/s; run it with -cpuprofile to see the daemon's
+// side (it serves from this process).
+func BenchmarkFindMount(b *testing.B) {
+	files := imagenetFiles / 10
+	if v, err := strconv.Atoi(os.Getenv("BENCH_FIND_FILES")); err == nil && v > 0 {
+		files = v
+	}
+	mnt := filepath.Join(b.TempDir(), "mnt")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	m, err := New(b.Context(), mnt, listingBackend{imagenetListing(files, imagenetClasses)},
+		Options{ControlSocket: filepath.Join(b.TempDir(), "c.sock")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { m.Unmount() })
+	for b.Loop() {
+		out, err := exec.Command("sh", "-c", "find "+mnt+" -type f | wc -l").Output()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if n, _ := strconv.Atoi(strings.TrimSpace(string(out))); n != files {
+			b.Fatalf("find counted %d files, want %d", n, files)
+		}
+	}
+	b.ReportMetric(float64(files)*float64(b.N)/b.Elapsed().Seconds(), "files/s")
 }
