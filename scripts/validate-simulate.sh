@@ -24,10 +24,13 @@
 #   peers3       3 1/5 yes 0     VALIDATE_BANDWIDTH  minio_peers
 #
 # Knobs (environment): VALIDATE_BYTES (64MiB), VALIDATE_EPOCHS (3),
-# VALIDATE_READERS (4 per mount), VALIDATE_BANDWIDTH (20MB/s per mount),
+# VALIDATE_READERS (4 per mount), VALIDATE_BANDWIDTH (5MB/s per mount: the
+# throttle lets 10 ms of credit through after an idle moment, so its rate
+# is exact only while 10 ms of it is well under an item),
 # VALIDATE_CASES (all four), VALIDATE_DATA (reuse a dataset directory),
 # VALIDATE_OUT (raw rows, out/validate-simulate.tsv), STALLFS_BIN
-# (bin/stallfs, built if missing), VALIDATE_PORT (first port, 17270).
+# (bin/stallfs, built if missing), VALIDATE_PORT (first port tried, 17370;
+# busy ports are skipped).
 # Needs FUSE (root), jq and curl.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,9 +44,9 @@ bin=$(realpath "$bin")
 bytes=${VALIDATE_BYTES:-64MiB}
 epochs=${VALIDATE_EPOCHS:-3}
 readers=${VALIDATE_READERS:-4}
-bandwidth=${VALIDATE_BANDWIDTH:-20MB/s}
+bandwidth=${VALIDATE_BANDWIDTH:-5MB/s}
 cases=${VALIDATE_CASES:-alone-bw alone-lat peers2 peers3}
-port0=${VALIDATE_PORT:-17270}
+port0=${VALIDATE_PORT:-17370}
 out=$(bench_out "${VALIDATE_OUT:-out/validate-simulate.tsv}")
 for tool in jq curl; do
 	command -v "$tool" >/dev/null || { echo "validate-simulate: needs $tool" >&2; exit 1; }
@@ -87,8 +90,8 @@ measure() {
 }
 
 echo "dataset: $N files, $D bytes; $readers readers per mount; $epochs epochs; commit $(git rev-parse --short HEAD)" >&2
-printf 'case\tnodes\tepoch\tbackend_bytes\tmodel_backend_bytes\tbackend_diff_pct\tstall_s\tmodel_stall_s\tstall_diff_pct\tepoch_s\n' >"$out"
-printf '%-10s %-6s %13s %13s %8s %9s %9s %8s\n' case epoch backend_B model_B diff stall_s model_s diff
+printf 'case\tnodes\tepoch\tbackend_bytes\tmodel_backend_bytes\tbackend_diff_pct\tstall_s\tmodel_stall_s\tstall_diff_pct\treader_epoch_s\tmodel_epoch_s\n' >"$out"
+printf '%-10s %-6s %13s %13s %8s %9s %9s %8s %9s %9s\n' case epoch backend_B model_B diff stall_s model_s diff epoch_s model_s
 for c in $cases; do
 	latency=0s bw=$bandwidth dist=""
 	case $c in
@@ -102,14 +105,19 @@ for c in $cases; do
 	agg=$(($(rate_bytes "$bw") * n))
 	model=$("$bin" simulate --json --dataset "$D" --files "$N" --cache "$cache" --nodes "$n" \
 		--backend-bandwidth "$agg" --backend-latency "$latency" --concurrency "$readers" --epochs "$epochs" $dist)
-	list=""
-	for i in $(seq 0 $((n - 1))); do list="$list${list:+,}127.0.0.1:$((port0 + i))"; done
+	list="" ports=() p=$port0
+	for i in $(seq 0 $((n - 1))); do
+		p=$(free_port "$p")
+		ports+=("$p")
+		list="$list${list:+,}127.0.0.1:$p"
+		p=$((p + 1))
+	done
 	mnts=()
 	for i in $(seq 0 $((n - 1))); do
 		m="$work/mnt-$c.$i"
 		mkdir -p "$m"
 		peer=()
-		[ "$n" -gt 1 ] && peer=(--peers "$list" --peer-listen "127.0.0.1:$((port0 + i))" --peer-secret-file "$work/secret")
+		[ "$n" -gt 1 ] && peer=(--peers "$list" --peer-listen "127.0.0.1:${ports[$i]}" --peer-secret-file "$work/secret")
 		"$bin" mount --daemon --cache-mem "$cache" --cache-disk 0 --cache-dir "$work/cache-$c.$i" \
 			--backend-bandwidth "$bw" --backend-latency "$latency" "${peer[@]}" \
 			"$data/train" "$m" >"$work/log-$c.$i" 2>&1 || { cat "$work/log-$c.$i" >&2; exit 1; }
@@ -126,28 +134,29 @@ for c in $cases; do
 	read -r b0 s0 <<<"$(measure)"
 	for e in $(seq 1 "$epochs"); do
 		shuf --random-source=<(yes "epoch$e") "$work/manifest" >"$work/order"
-		start=$(date +%s.%N)
 		pids=()
 		for i in "${!mnts[@]}"; do
 			awk -v n="$n" -v i="$i" '(NR - 1) % n == i' "$work/order" >"$work/shard$i"
 			"$work/epoch-reader" -dir "${mnts[$i]}" -manifest "$work/shard$i" -epochs 1 -readers "$readers" \
-				-seed $((e * 10 + i)) >"$work/er-$c.$i.$e" 2>&1 &
+				-seed $((e * 10 + i)) -format tsv >"$work/er-$c.$i.$e" 2>&1 &
 			pids+=($!)
 		done
 		for p in "${pids[@]}"; do
 			wait "$p" || { echo "epoch-reader failed:" >&2; cat "$work"/er-"$c".*."$e" >&2; exit 1; }
 		done
-		secs=$(echo "$(date +%s.%N) - $start" | bc -l)
+		# The slowest mount's epoch, as its reader timed it.
+		secs=$(cat "$work"/er-"$c".*."$e" | awk -F'\t' '$6 > m {m = $6} END {print m + 0}')
 		read -r b1 s1 <<<"$(measure)"
 		mb=$(jq -r --arg s "$system" --argjson e "$e" '.systems[] | select(.system == $s) | .epochs[$e - 1].backend_bytes_total' <<<"$model")
 		ms=$(jq -r --arg s "$system" --argjson e "$e" '.systems[] | select(.system == $s) | .epochs[$e - 1].stall_seconds' <<<"$model")
+		mt=$(jq -r --arg s "$system" --argjson e "$e" '.systems[] | select(.system == $s) | .epochs[$e - 1].epoch_seconds' <<<"$model")
 		row=$(jq -rn --arg c "$c" --argjson n "$n" --argjson e "$e" --argjson b "$((b1 - b0))" --argjson mb "$mb" \
-			--argjson s "$(echo "($s1 - $s0) / $n" | bc -l | sed 's/^\./0./')" --argjson ms "$ms" --argjson t "$(echo "$secs" | sed 's/^\./0./')" '
+			--argjson s "$(echo "($s1 - $s0) / $n" | bc -l | sed 's/^\./0./')" --argjson ms "$ms" --argjson t "$secs" --argjson mt "$mt" '
 			def pct(a; m): if m == 0 then (if a == 0 then 0 else 100 end) else 100 * (a - m) / m end;
 			[$c, $n, $e, $b, $mb, (pct($b; $mb) * 100 | round / 100), ($s * 1000 | round / 1000),
-			 ($ms * 1000 | round / 1000), (pct($s; $ms) * 10 | round / 10), ($t * 100 | round / 100)] | @tsv')
+			 ($ms * 1000 | round / 1000), (pct($s; $ms) * 10 | round / 10), $t, ($mt * 1000 | round / 1000)] | @tsv')
 		echo "$row" >>"$out"
-		awk -F'\t' '{printf "%-10s %-6s %13d %13d %7.2f%% %9.3f %9.3f %7.1f%%\n", $1, $3, $4, $5, $6, $7, $8, $9}' <<<"$row"
+		awk -F'\t' '{printf "%-10s %-6s %13d %13d %7.2f%% %9.3f %9.3f %7.1f%% %9.3f %9.3f\n", $1, $3, $4, $5, $6, $7, $8, $9, $10, $11}' <<<"$row"
 		b0=$b1 s0=$s1
 	done
 	for m in "${mnts[@]}"; do "$bin" unmount "$m"; done
