@@ -24,7 +24,7 @@
 #   peers3       3 1/5 yes 0     VALIDATE_BANDWIDTH  minio_peers
 #
 # Knobs (environment): VALIDATE_BYTES (64MiB), VALIDATE_EPOCHS (3),
-# VALIDATE_READERS (4 per mount), VALIDATE_BANDWIDTH (5MB/s per mount: the
+# VALIDATE_READERS (8 per mount), VALIDATE_BANDWIDTH (5MB/s per mount: the
 # throttle lets 10 ms of credit through after an idle moment, so its rate
 # is exact only while 10 ms of it is well under an item),
 # VALIDATE_CASES (all four), VALIDATE_DATA (reuse a dataset directory),
@@ -43,7 +43,7 @@ bin=${STALLFS_BIN:-bin/stallfs}
 bin=$(realpath "$bin")
 bytes=${VALIDATE_BYTES:-64MiB}
 epochs=${VALIDATE_EPOCHS:-3}
-readers=${VALIDATE_READERS:-4}
+readers=${VALIDATE_READERS:-8}
 bandwidth=${VALIDATE_BANDWIDTH:-5MB/s}
 cases=${VALIDATE_CASES:-alone-bw alone-lat peers2 peers3}
 port0=${VALIDATE_PORT:-17370}
