@@ -48,11 +48,10 @@ func (b *Backend) Walk(ctx context.Context, dir string, fn func(path string, e b
 			return nil
 		})
 	} else {
-		var segs []segment[*container.BlobItem]
-		segs, err = planWalk(ctx, prefix, conc, b.listLevel, blobKey)
-		if err == nil {
-			err = runSegments(ctx, segs, conc, b.listFlat, emit)
-		}
+		err = parallelWalk(ctx, walkSpec[*container.BlobItem]{
+			root: prefix, conc: conc, pageKeys: b.pageKeys(),
+			level: b.listLevel, flat: b.listFlat, key: blobKey,
+		}, emit)
 	}
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
@@ -73,6 +72,14 @@ func (b *Backend) Walk(ctx context.Context, dir string, fn func(path string, e b
 		}
 	}
 	return nil
+}
+
+// pageKeys is the number of names in a full page of Walk's listings.
+func (b *Backend) pageKeys() int {
+	if n := b.pageSize(); n != nil {
+		return int(*n)
+	}
+	return 5000 // the service's maximum and default
 }
 
 func blobKey(it *container.BlobItem) string { return deref(it.Name) }

@@ -28,6 +28,8 @@ type fakeStore struct {
 
 	levels atomic.Int64 // delimited listings
 	flats  atomic.Int64 // flat listings
+	mu     sync.Mutex
+	roots  int // flat listings of "" (guarded by mu)
 }
 
 var errFake = errors.New("fake listing failure")
@@ -72,6 +74,11 @@ func (s *fakeStore) level(ctx context.Context, prefix string, maxObjs, maxPrefix
 
 func (s *fakeStore) flat(ctx context.Context, prefix string, page func([]string) error) error {
 	s.flats.Add(1)
+	if prefix == "" {
+		s.mu.Lock()
+		s.roots++
+		s.mu.Unlock()
+	}
 	var keys []string
 	for _, k := range s.keys {
 		if strings.HasPrefix(k, prefix) {
@@ -98,16 +105,15 @@ func (s *fakeStore) flat(ctx context.Context, prefix string, page func([]string)
 
 func identity(k string) string { return k }
 
-// walkFake plans and runs a walk of root over s and returns the keys
-// emitted, in order.
+func (s *fakeStore) spec(root string, conc int) walkSpec[string] {
+	return walkSpec[string]{root: root, conc: conc, pageKeys: s.pageSize, level: s.level, flat: s.flat, key: identity}
+}
+
+// walkFake walks root over s and returns the keys emitted, in order.
 func walkFake(t *testing.T, s *fakeStore, root string, conc int) ([]string, error) {
 	t.Helper()
-	segs, err := planWalk(t.Context(), root, conc, s.level, identity)
-	if err != nil {
-		return nil, err
-	}
 	var got []string
-	err = runSegments(t.Context(), segs, conc, s.flat, func(k string) error {
+	err := parallelWalk(t.Context(), s.spec(root, conc), func(k string) error {
 		got = append(got, k)
 		return nil
 	})
@@ -224,7 +230,7 @@ func TestRunSegmentsEmitErrorStops(t *testing.T) {
 	}
 	stop := errors.New("stop")
 	calls := 0
-	err = runSegments(t.Context(), segs, 8, s.flat, func(string) error {
+	_, _, err = runSegments(t.Context(), s.spec("", 8), segs, func(string) error {
 		calls++
 		if calls == 50 {
 			return stop
@@ -270,10 +276,12 @@ func TestRunSegmentsListsInParallelWithinBound(t *testing.T) {
 	done := make(chan error, 1)
 	var got []string
 	go func() {
-		done <- runSegments(t.Context(), segs, conc, flat, func(k string) error {
+		spec := walkSpec[string]{conc: conc, flat: flat, key: identity} // pageKeys 0: never turns flat
+		_, _, err := runSegments(t.Context(), spec, segs, func(k string) error {
 			got = append(got, k)
 			return nil
 		})
+		done <- err
 	}()
 	// conc listings start before any returns.
 	deadline := time.After(10 * time.Second)
@@ -293,5 +301,38 @@ func TestRunSegmentsListsInParallelWithinBound(t *testing.T) {
 	}
 	if len(got) != len(segs) || !slices.IsSorted(got) {
 		t.Errorf("emitted %q, want one key per prefix in order", got)
+	}
+}
+
+func TestParallelWalkTurnsFlatOnSmallPrefixes(t *testing.T) {
+	const conc = 8
+	for _, tc := range []struct {
+		perClass int
+		flat     bool
+	}{
+		{2, true},   // 8 prefixes of 2 keys: less than a page of 100
+		{20, false}, // 160 keys: more than a page
+	} {
+		keys := imagenetKeys(100, tc.perClass)
+		s := &fakeStore{keys: keys, pageSize: 100}
+		got, err := walkFake(t, s, "", conc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, keys) {
+			t.Errorf("%d keys a class: walk emitted %d keys, want the %d of the flat listing", tc.perClass, len(got), len(keys))
+		}
+		s.mu.Lock()
+		roots := s.roots
+		s.mu.Unlock()
+		flats := s.flats.Load()
+		switch {
+		case tc.flat && (roots != 1 || flats > 2*conc+1):
+			t.Errorf("%d keys a class: %d flat listings, %d of the root; want the root once after at most %d prefixes",
+				tc.perClass, flats, roots, 2*conc)
+		case !tc.flat && (roots != 0 || flats != 200+2):
+			t.Errorf("%d keys a class: %d flat listings, %d of the root; want one per prefix (202), none of the root",
+				tc.perClass, flats, roots)
+		}
 	}
 }

@@ -51,11 +51,10 @@ func (b *Backend) Walk(ctx context.Context, dir string, fn func(path string, e b
 			return nil
 		})
 	} else {
-		var segs []segment[types.Object]
-		segs, err = planWalk(ctx, pfx, b.listConc, b.listLevel, objectKey)
-		if err == nil {
-			err = runSegments(ctx, segs, b.listConc, b.listFlat, emit)
-		}
+		err = parallelWalk(ctx, walkSpec[types.Object]{
+			root: pfx, conc: b.listConc, pageKeys: b.pageKeys(),
+			level: b.listLevel, flat: b.listFlat, key: objectKey,
+		}, emit)
 	}
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
@@ -73,6 +72,14 @@ func (b *Backend) Walk(ctx context.Context, dir string, fn func(path string, e b
 // (a directory prefix: the Backend's prefix, then "" or a path and "/").
 func (b *Backend) prefixPath(prefix string) string {
 	return strings.TrimSuffix(strings.TrimPrefix(prefix, b.prefix), "/")
+}
+
+// pageKeys is the number of keys in a full page of Walk's listings.
+func (b *Backend) pageKeys() int {
+	if b.listKeys <= 0 {
+		return 1000 // S3's maximum and default
+	}
+	return int(b.listKeys)
 }
 
 func (b *Backend) maxKeys() *int32 {

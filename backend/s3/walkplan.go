@@ -15,6 +15,7 @@ package s3
 import (
 	"cmp"
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -172,21 +173,70 @@ func appendSegment[O any](segs []segment[O], s segment[O]) []segment[O] {
 	return segs
 }
 
-// runSegments lists the prefixes of segs with flat, at most conc at once
-// and at most conc ahead of the segment being reported, and calls emit
-// for every object in segment order, from the calling goroutine only. The
-// first error (a listing's or emit's) stops every listing and is returned
-// once they have all returned.
-func runSegments[O any](ctx context.Context, segs []segment[O], conc int, flat flatFunc[O], emit func(O) error) error {
+// walkSpec is what the parallel walk needs from a store.
+type walkSpec[O any] struct {
+	root     string // the key prefix of the walked directory
+	conc     int    // listings at once
+	pageKeys int    // keys in a full page of a flat listing
+	level    levelFunc[O]
+	flat     flatFunc[O]
+	key      func(O) string
+}
+
+// parallelWalk calls emit for every key below spec.root, in the order of
+// one flat listing of it, from the calling goroutine only: planWalk, then
+// runSegments. When the prefixes turn out to be too small to pay for a
+// request each, the rest of the walk is one flat listing after all.
+func parallelWalk[O any](ctx context.Context, spec walkSpec[O], emit func(O) error) error {
+	segs, err := planWalk(ctx, spec.root, spec.conc, spec.level, spec.key)
+	if err != nil {
+		return err
+	}
+	from, rest, err := runSegments(ctx, spec, segs, emit)
+	if err != nil || !rest {
+		return err
+	}
+	// Every key before from has been reported.
+	return spec.flat(ctx, spec.root, func(objs []O) error {
+		for _, o := range objs {
+			if spec.key(o) < from {
+				continue
+			}
+			if err := emit(o); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// errFlatRest stops the prefix listings when the walk turns flat.
+var errFlatRest = errors.New("prefixes too small: listing the rest flat")
+
+// runSegments lists the prefixes of segs with spec.flat, at most conc at
+// once and at most conc ahead of the segment being reported, and calls
+// emit for every object in segment order, from the calling goroutine
+// only. The first error (a listing's or emit's) stops every listing and
+// is returned once they have all returned.
+//
+// Once the first conc prefixes are reported, if they held fewer keys
+// than one flat page, one request per prefix costs more than the flat
+// listing would (a page per pageKeys keys, one after the other): it stops
+// and returns rest true and the key from which the flat listing must go
+// on (everything before it has been reported).
+func runSegments[O any](ctx context.Context, spec walkSpec[O], segs []segment[O], emit func(O) error) (from string, rest bool, err error) {
+	conc := spec.conc
 	ctx, cancel := context.WithCancelCause(ctx)
 	type flight struct {
 		pages chan []O
 		err   error // set before pages is closed
 	}
 	flights := make([]*flight, len(segs))
+	lists := 0
 	for i, s := range segs {
 		if s.list {
 			flights[i] = &flight{pages: make(chan []O, pagesAhead)}
+			lists++
 		}
 	}
 	// A slot is taken, in segment order, before a prefix is listed, and
@@ -209,7 +259,7 @@ func runSegments[O any](ctx context.Context, segs []segment[O], conc int, flat f
 			f := flights[i]
 			wg.Go(func() {
 				defer close(f.pages)
-				err := flat(ctx, s.prefix, func(objs []O) error {
+				err := spec.flat(ctx, s.prefix, func(objs []O) error {
 					select {
 					case f.pages <- objs:
 						return nil
@@ -224,14 +274,19 @@ func runSegments[O any](ctx context.Context, segs []segment[O], conc int, flat f
 			})
 		}
 	})
+	listed, keys := 0, 0 // prefixes reported, and their keys
 	for i, s := range segs {
 		if !s.list {
 			for _, o := range s.objs {
 				if err := emit(o); err != nil {
-					return err
+					return "", false, err
 				}
 			}
 			continue
+		}
+		if listed == conc && keys < spec.pageKeys && lists-listed >= conc {
+			cancel(errFlatRest)
+			return s.prefix, true, nil
 		}
 		f := flights[i]
 		for {
@@ -242,24 +297,26 @@ func runSegments[O any](ctx context.Context, segs []segment[O], conc int, flat f
 			select {
 			case objs, more = <-f.pages:
 			case <-ctx.Done():
-				return context.Cause(ctx)
+				return "", false, context.Cause(ctx)
 			}
 			if !more {
 				break
 			}
+			keys += len(objs)
 			for _, o := range objs {
 				if err := emit(o); err != nil {
-					return err
+					return "", false, err
 				}
 			}
 		}
 		if f.err != nil {
 			if ctx.Err() != nil {
-				return context.Cause(ctx) // the first failure, not a listing it cancelled
+				return "", false, context.Cause(ctx) // the first failure, not a listing it cancelled
 			}
-			return f.err
+			return "", false, f.err
 		}
+		listed++
 		<-slots
 	}
-	return nil
+	return "", false, nil
 }
