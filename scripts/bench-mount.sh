@@ -4,14 +4,17 @@
 # and through two stallfs mounts of it whose memory tier holds everything:
 # the default hit path (direct I/O) and --kernel-cache (OPEN answered
 # ENOSYS, the kernel keeps the pages of items the tier holds). 1, 4 and 16
-# concurrent readers, interleaved per point, one untimed pass of each first.
-# Then one 1 GiB file read sequentially (dd bs=1M), interleaved direct /
-# direct I/O / --kernel-cache, median of BENCH_BIG_RUNS. Prints files/s,
-# MB/s and the ratio to direct per mode, and each daemon's RSS against its
-# memory tier.
+# concurrent readers, one untimed pass of each first, then BENCH_ROUNDS
+# rounds of one epoch per side back to back: on a shared, noisy machine the
+# ratio of two epochs of the same round is far steadier than either rate,
+# so the table gives files/s over all rounds and the median and range of
+# the per-round ratios. Then one 1 GiB file read sequentially (dd bs=1M),
+# interleaved direct / direct I/O / --kernel-cache, median of
+# BENCH_BIG_RUNS. Also each daemon's RSS against its memory tier, and the
+# page cache its files hold (fincore).
 #
 # Knobs (environment): BENCH_BYTES (1GiB), BENCH_READERS ("1 4 16"),
-# BENCH_EPOCHS (measured epochs per point, 2), BENCH_DATA (reuse an existing
+# BENCH_ROUNDS (5), BENCH_DATA (reuse an existing
 # dataset directory instead of generating one), BENCH_MOUNT_FLAGS (extra
 # `stallfs mount` flags for both mounts), BENCH_BIG (size of the large
 # file, 1GiB; 0: skip it), BENCH_BIG_RUNS (7), BENCH_OUT (raw rows, default
@@ -25,7 +28,7 @@ export PATH=/usr/local/go/bin:$PATH
 bin=$(realpath "${STALLFS_BIN:-bin/stallfs}")
 bytes=${BENCH_BYTES:-1GiB}
 readers=${BENCH_READERS:-1 4 16}
-epochs=${BENCH_EPOCHS:-2}
+rounds=${BENCH_ROUNDS:-5}
 big=${BENCH_BIG:-1GiB}
 big_runs=${BENCH_BIG_RUNS:-7}
 out=$(bench_out "${BENCH_OUT:-out/bench-mount.tsv}")
@@ -83,31 +86,47 @@ for mode in $modes; do
 done
 
 : >"$out"
+# round_epoch DIR LABEL READERS ROUND: read DIR once with READERS readers
+# in the seeded random order of ROUND and append the row, labelled LABEL,
+# with ROUND as its epoch column, to $out.
+round_epoch() {
+	"$reader" -dir "$1" -epochs 1 -readers "$3" -seed "$4" -format tsv -label "$2" |
+		awk -F'\t' -v OFS='\t' -v rd="$4" '{$2 = rd; print}' >>"$out"
+}
 for r in $readers; do
-	read_epochs "$data" direct "$r"
-	for mode in $modes; do
-		read_epochs "$work/mnt-$mode" "$mode" "$r"
+	for round in $(seq "$rounds"); do
+		round_epoch "$data" direct "$r" "$round"
+		for mode in $modes; do
+			round_epoch "$work/mnt-$mode" "$mode" "$r" "$round"
+		done
 	done
 	echo "  $r reader(s) done"
 done
+# kept_mib MNT: MiB of MNT's files in the page cache (fincore).
+kept_mib() {
+	find "$1" -type f -print0 | xargs -0 fincore -b -n -o RES 2>/dev/null | awk '{s += $1} END {printf "%.0f", s / 1048576}'
+}
 declare -A rss
 for mode in $modes; do
-	rss[$mode]=$(rss_line "$work/mnt-$mode")
+	rss[$mode]="$(rss_line "$work/mnt-$mode"); page cache $(kept_mib "$work/mnt-$mode") MiB"
 	"$bin" unmount "$work/mnt-$mode"
 done
 
 echo
-echo "dataset: $(rows_summary "$out"); $epochs measured epochs per point after a warm pass; $(host_summary)"
+echo "dataset: $(rows_summary "$out"); $rounds rounds of one epoch per side after a warm pass; $(host_summary)"
 echo "memory tier: $budget bytes (holds the whole dataset); extra mount flags: ${BENCH_MOUNT_FLAGS:-(none)}"
 echo
-# Rows: label epoch readers files bytes seconds MB/s files/s. Rates are
-# totals over the measured epochs (bytes / seconds).
+# Rows: label round readers files bytes seconds MB/s files/s.
 awk -F'\t' -v readers="$readers" -v modes="$modes" '
-{ b[$1, $3] += $5; f[$1, $3] += $4; s[$1, $3] += $6 }
+function median(a, n,    i, j, t) {
+	for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j - 1] > a[j]; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
+	return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+}
+{ f[$1, $3] += $4; s[$1, $3] += $6; fps[$1, $3, $2] = $8; if ($2 > nr) nr = $2 }
 END {
 	nm = split(modes, ms, " ")
 	printf "| readers | direct files/s |"
-	for (j = 1; j <= nm; j++) printf " %s files/s | %s / direct |", ms[j], ms[j]
+	for (j = 1; j <= nm; j++) printf " %s files/s | %s / direct, median (range) |", ms[j], ms[j]
 	print ""
 	printf "| ---: | ---: |"
 	for (j = 1; j <= nm; j++) printf " ---: | ---: |"
@@ -115,11 +134,14 @@ END {
 	n = split(readers, rs, " ")
 	for (i = 1; i <= n; i++) {
 		k = rs[i]
-		df = f["direct", k] / s["direct", k]
-		printf "| %d | %.0f |", k, df
+		printf "| %d | %.0f |", k, f["direct", k] / s["direct", k]
 		for (j = 1; j <= nm; j++) {
-			sf = f[ms[j], k] / s[ms[j], k]
-			printf " %.0f | %.2f |", sf, sf / df
+			lo = 1e9; hi = 0
+			for (e = 1; e <= nr; e++) {
+				q[e] = fps[ms[j], k, e] / fps["direct", k, e]
+				lo = q[e] < lo ? q[e] : lo; hi = q[e] > hi ? q[e] : hi
+			}
+			printf " %.0f | %.2f (%.2f-%.2f) |", f[ms[j], k] / s[ms[j], k], median(q, nr), lo, hi
 		}
 		print ""
 	}
@@ -149,7 +171,7 @@ if [ "$big" != 0 ]; then
 		done
 	done
 	for mode in $modes; do
-		rss[$mode]=$(rss_line "$work/mnt-big-$mode")
+		rss[$mode]="$(rss_line "$work/mnt-big-$mode"); page cache $(kept_mib "$work/mnt-big-$mode") MiB"
 		"$bin" unmount "$work/mnt-big-$mode"
 	done
 	echo "large file: $bigb bytes, dd bs=1M, median of $big_runs interleaved runs after a warm read"
