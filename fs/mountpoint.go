@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	iofs "io/fs"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -250,6 +252,7 @@ func ForceUnmount(path string) error {
 			if err := abortConnection(e); err != nil {
 				return fmt.Errorf("unmount %s: %w", abs, err)
 			}
+			removeDeadSocket(abs)
 		}
 	}
 	err = unix.Unmount(abs, unix.MNT_DETACH)
@@ -274,6 +277,37 @@ func ForceUnmount(path string) error {
 		return fmt.Errorf("unmount %s: %w", abs, iofs.ErrNotExist)
 	}
 	return fmt.Errorf("unmount %s: %w", abs, err)
+}
+
+// removeDeadSocket removes the control socket of a mountpoint whose daemon
+// was found hung, unless something answers on it within a second: a
+// stopped daemon still listens, and a new mount would take the socket for
+// a live one. (ControlSocketPath asks the mountpoint itself, which blocks.)
+func removeDeadSocket(abs string) {
+	p, err := derivedSocketPath(abs, false)
+	if err != nil || socketAnswers(p, time.Second) {
+		return
+	}
+	_ = os.Remove(p)
+}
+
+// socketAnswers reports whether an HTTP request on the unix socket path
+// gets any answer within d.
+func socketAnswers(path string, d time.Duration) bool {
+	c, err := net.DialTimeout("unix", path, d)
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	if err := c.SetDeadline(time.Now().Add(d)); err != nil {
+		return false
+	}
+	if _, err := io.WriteString(c, "GET /v1/status HTTP/1.0\r\nHost: stallfs\r\n\r\n"); err != nil {
+		return false
+	}
+	var b [1]byte
+	n, _ := c.Read(b[:])
+	return n > 0
 }
 
 // fusectlDir is where the fusectl file system is mounted by convention.

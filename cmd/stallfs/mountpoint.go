@@ -2,7 +2,8 @@ package main
 
 // Mountpoint helpers on top of fs.CheckMountpoint and fs.ForceUnmount: the
 // CLI's messages, the file system type of a mount (unmount refuses
-// anything but FUSE) and a plain, non-lazy unmount.
+// anything but FUSE), a plain, non-lazy unmount and a forced one that also
+// recovers a hung mount.
 
 import (
 	"bufio"
@@ -56,9 +57,22 @@ func inspectMountpoint(path string) (mountState, error) {
 	return mountFree, usagef("mountpoint %q: %w", path, pathErrCause(err))
 }
 
-// staleMessage explains a stale mountpoint and how to recover it.
+// staleMessage explains a stale mountpoint and how to recover it. A hung
+// mount (fs.ErrHungMount: its daemon holds the connection but does not
+// answer) is reported as stale too: --force recovers both.
 func staleMessage(path string) string {
-	return fmt.Sprintf("mountpoint %q is a stale mount (transport endpoint is not connected), left by a crashed stallfs; run `stallfs unmount %s` or mount with --force", path, path)
+	return fmt.Sprintf("mountpoint %q is a stale mount (its daemon is gone or does not answer), left by a crashed or stopped stallfs; run `stallfs unmount %s` (with --force if it hangs) or mount with --force", path, path)
+}
+
+// forceUnmount is `stallfs unmount --force`: it aborts the FUSE connection
+// when the daemon does not answer (fs.ForceUnmount), so that every process
+// blocked on the mount gets an error, and detaches the mountpoint at once.
+// It does not wait for the daemon, which may be stopped.
+func forceUnmount(path string) error {
+	if err := fs.ForceUnmount(path); err != nil {
+		return fmt.Errorf("force unmount: %w", err)
+	}
+	return nil
 }
 
 // findMount returns the mountinfo entry whose mountpoint is path (the last

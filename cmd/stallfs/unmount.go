@@ -22,9 +22,10 @@ func (a *cliApp) unmountCommand() *cli.Command {
 		ArgsUsage: "MOUNTPOINT",
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "lazy", Aliases: []string{"z"}, Usage: "detach now even if files are open; finish when they close", EnvVars: []string{"STALLFS_UNMOUNT_LAZY"}},
+			&cli.BoolFlag{Name: "force", Aliases: []string{"f"}, Usage: "also when its daemon does not answer (stopped or hung): abort the FUSE connection, then detach", EnvVars: []string{"STALLFS_UNMOUNT_FORCE"}},
 		},
 		Action: func(c *cli.Context) error {
-			if err := unmount(c.Context, c.Args().Slice(), c.Bool("lazy")); err != nil {
+			if err := unmount(c.Context, c.Args().Slice(), c.Bool("lazy"), c.Bool("force")); err != nil {
 				return fmt.Errorf("unmount: %w", err)
 			}
 			return nil
@@ -36,10 +37,11 @@ func (a *cliApp) unmountCommand() *cli.Command {
 // mount to exit.
 const unmountWait = 10 * time.Second
 
-// unmount validates the arguments and unmounts a FUSE mount. Unless lazy,
+// unmount validates the arguments and unmounts a FUSE mount; with force,
+// as forceUnmount does (at once, also when the daemon hangs). Unless lazy,
 // it then waits (boundedly) for the stallfs process that served the mount
 // to exit, so that a new mount may take its place (and its cache) at once.
-func unmount(ctx context.Context, args []string, lazy bool) error {
+func unmount(ctx context.Context, args []string, lazy, force bool) error {
 	if len(args) != 1 {
 		return usagef("expected MOUNTPOINT, got %d argument(s)", len(args))
 	}
@@ -67,13 +69,16 @@ func unmount(ctx context.Context, args []string, lazy bool) error {
 	if !strings.HasPrefix(e.FSType, "fuse") {
 		return usagef("%q is a %s mount, not a stallfs mount", path, e.FSType)
 	}
+	if force {
+		return forceUnmount(path)
+	}
 	pid := 0
 	if state == mountMounted {
 		pid = mountPID(ctx, path)
 	}
 	if err := unmountPath(path, lazy); err != nil {
 		if errors.Is(err, unix.EBUSY) {
-			return fmt.Errorf("%q is busy (open files or a working directory inside); retry with --lazy", path)
+			return fmt.Errorf("%q is busy (open files or a working directory inside); retry with --lazy (or --force if its daemon does not answer)", path)
 		}
 		return err
 	}
