@@ -70,7 +70,7 @@ type kcache struct {
 // kcNode is one file's kernel-cache state. The kernel has no file handle
 // in this mode, so what was per open is per node.
 type kcNode struct {
-	seq *seqState // readahead of handle-less reads (immutable pointer)
+	seq *seqState // readahead of handle-less reads; nil for one-item files
 	// lookupHit: the last LOOKUP found every item of the file in a tier
 	// and recorded the file's bytes as a hit; tier hits of its READs are
 	// not recorded again.
