@@ -10,10 +10,10 @@
 //     whole subtree, in its order, and synthesises each directory the
 //     first time a descendant names it. With ListConcurrency > 1 (the
 //     default) it gets those names faster: the top levels are listed with
-//     the delimiter, then their prefixes flat, in parallel; a failed
-//     prefix fails the whole walk (no partial tree). Callers that build a
-//     tree for the mount's life use Walk once; refreshing means walking
-//     again (a remount).
+//     the delimiter, then their prefixes flat, in parallel (flat again when
+//     the prefixes prove tiny); a failed prefix fails the whole walk (no
+//     partial tree). Callers that build a tree for the mount's life use
+//     Walk once; refreshing means walking again (a remount).
 //   - Zero-length "dir/" marker blobs and blobs carrying the metadata
 //     hdi_isfolder=true (how accounts with a hierarchical namespace show
 //     directories on the blob endpoint) are directories, not files.

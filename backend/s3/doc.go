@@ -25,7 +25,8 @@
 //   - Walk reports the keys of one flat paginated listing of the subtree,
 //     in its order, whether it lists them flat or (ListConcurrency > 1)
 //     level by level with a delimiter and then prefix by prefix in
-//     parallel; it reports each directory once and relies on S3's
-//     byte-ordered listing only to hide keys below a file. A failed
-//     listing of any prefix fails the whole walk: no partial tree.
+//     parallel (flat again when the prefixes prove tiny); it reports each
+//     directory once and relies on S3's byte-ordered listing only to hide
+//     keys below a file. A failed listing of any prefix fails the whole
+//     walk: no partial tree.
 package s3

@@ -7,7 +7,10 @@ package s3
 // prefixes flat, several at once, and hands every key to the caller in the
 // order one flat listing of the whole subtree would have: all keys that
 // start with a prefix are adjacent in a byte-ordered listing, and they sit
-// where the prefix itself sorts among its level's names.
+// where the prefix itself sorts among its level's names. When the first
+// prefixes turn out to hold less than a page together (many tiny
+// directories), the rest of the walk is one flat listing again, so a walk
+// never costs much more than the flat listing it replaces.
 //
 // This file is the same in backend/s3 and backend/azblob but for the
 // package clause.
@@ -37,8 +40,9 @@ const (
 	levelObjects  = 10_000
 	levelPrefixes = 10_000
 	// pagesAhead is how many listed pages a prefix ahead of the one being
-	// reported may hold before its lister waits.
-	pagesAhead = 4
+	// reported may hold before its lister waits: at most conc x
+	// (pagesAhead+1) pages are held at once.
+	pagesAhead = 2
 )
 
 // segment is a run of the walk's keys in listing order: objs, listed
