@@ -19,8 +19,9 @@ const (
 	SystemMinIOPeers = "minio_peers"
 )
 
-// Limits of ClusterInput.
+// Limits and defaults of ClusterInput.
 const (
+	// MaxClusterNodes and MaxClusterEpochs bound Nodes and Epochs.
 	MaxClusterNodes  = 1024
 	MaxClusterEpochs = 1000
 	// DefaultLRUSample is the item count the LRU simulation scales a larger
@@ -179,8 +180,7 @@ func Cluster(in ClusterInput) (ClusterResult, error) {
 		m.read = m.D / m.M
 	}
 	res := ClusterResult{Inputs: in, ItemBytes: m.item, NodeBackendRate: in.BackendRate / m.M}
-	lru := m.pageCache()
-	res.Systems = []ClusterSystem{lru, m.minio(), m.peers()}
+	res.Systems = []ClusterSystem{m.pageCache(), m.minio(), m.peers()}
 	return res, nil
 }
 
