@@ -2,9 +2,9 @@
 # scripts/bench-list.sh: listing rate of object stores at ImageNet scale.
 # Fills versitygw (posix backend on local disk) and Azurite (3.37.0, pinned
 # in testdata/azurite, persisted on local disk) with BENCH_OBJECTS (200000)
-# small objects in ImageNet layout (train/CLASS/CLASS_N.JPEG, 1,000
-# classes), uploaded in parallel by scripts/put-objects, then lists each
-# store with:
+# empty objects in ImageNet layout (train/CLASS/CLASS_N.JPEG, 1,281 a
+# class: 157 classes), uploaded in parallel by scripts/put-objects, then
+# lists each store with:
 #   - stallfs's backend Walk (scripts/put-objects walk, the code a mount
 #     runs), flat (list concurrency 1: one paginated listing, as before) and
 #     with the parallel prefix listing (BENCH_LIST_CONC, "1,16,32");
@@ -16,6 +16,10 @@
 # BENCH_RUNS (2) times each, and prints objects/s (the best run) as a
 # table. Raw rows go to BENCH_OUT (out/bench-list.tsv): store, lister,
 # run, objects, seconds, objects/s.
+#
+# With BENCH_LIST_RTT set (e.g. 20ms), every lister runs a second time
+# through a proxy that delays each request by that much (store "s3+20ms"):
+# a remote store's round trip, which the parallel listing overlaps.
 #
 # The stores live in BENCH_LIST_DIR (.cache/bench-list) and are reused by
 # the next run when they hold the same number of objects; delete the
@@ -29,6 +33,7 @@ export PATH=/usr/local/go/bin:$PATH
 objects=${BENCH_OBJECTS:-200000}
 conc=${BENCH_LIST_CONC:-1,16,32}
 runs=${BENCH_RUNS:-2}
+rtt=${BENCH_LIST_RTT:-}
 stores=${BENCH_STORES:-s3 azure}
 data=$(realpath -m "${BENCH_LIST_DIR:-.cache/bench-list}")
 out=$(bench_out "${BENCH_OUT:-out/bench-list.tsv}")
@@ -95,14 +100,42 @@ row() {
 	printf '%s\t%s\t%s\t%s\t%.3f\t%.0f\n' "$1" "$2" "$3" "$4" "$5" "$(echo "$4 / $5" | bc -l)" >>"$out"
 }
 
-# bench STORE REMOTE ENDPOINT MOUNTSOURCE [MOUNTFLAGS...]: the listers over
-# one filled store. The store's environment (credentials) is set by the
+# start_proxy ENDPOINT: start a proxy to ENDPOINT that delays each request
+# by $rtt; set slow to its base URL (ENDPOINT's path kept) and proxy_pid.
+start_proxy() {
+	local path=${1#http://*/}
+	[ "$path" = "$1" ] && path=""
+	: >"$work/proxy.addr"
+	"$work/put-objects" -endpoint "$1" -rtt "$rtt" proxy >"$work/proxy.addr" 2>"$work/proxy.log" &
+	proxy_pid=$!
+	pids+=("$proxy_pid")
+	for _ in $(seq 200); do [ -s "$work/proxy.addr" ] && break; sleep 0.05; done
+	slow="http://$(cat "$work/proxy.addr")${path:+/$path}"
+}
+
+# s3_remote NAME ENDPOINT: add an rclone remote of versitygw at ENDPOINT.
+s3_remote() {
+	cat >>"$RCLONE_CONFIG" <<CONF
+[$1]
+type = s3
+provider = Other
+access_key_id = $access
+secret_access_key = $secret
+endpoint = $2
+region = us-east-1
+force_path_style = true
+CONF
+}
+
+# bench LABEL KIND REMOTE ENDPOINT MOUNTSOURCE [MOUNTFLAGS...]: the
+# listers over one filled store of KIND (s3, azure) at ENDPOINT, reported
+# as store LABEL. The store's environment (credentials) is set by the
 # caller.
 bench() {
-	local store=$1 remote=$2 endpoint=$3 source=$4 r line n s c
-	shift 4
+	local store=$1 kind=$2 remote=$3 endpoint=$4 source=$5 r line n s c
+	shift 5
 	echo "$store: stallfs Walk, list concurrency $conc, $runs runs each"
-	"$work/put-objects" -store "$store" -endpoint "$endpoint" -conc "$conc" -runs "$runs" walk >"$work/walk.tsv"
+	"$work/put-objects" -store "$kind" -endpoint "$endpoint" -conc "$conc" -runs "$runs" walk >"$work/walk.tsv"
 	r=0
 	while IFS=$'\t' read -r _ c n _ s _; do
 		if [ "$n" != "$objects" ]; then
@@ -142,8 +175,9 @@ for store in $stores; do
 		ROOT_ACCESS_KEY=$access ROOT_SECRET_KEY=$secret \
 			"$vgw" --port "127.0.0.1:$port" --keep-alive --quiet posix --sidecar "$data/s3/meta" "$data/s3/gw" \
 			>"$work/versitygw.log" 2>&1 &
-		pids+=($!)
-		wait_port "$port" "$!" "$work/versitygw.log" 200
+		vgw_pid=$!
+		pids+=("$vgw_pid")
+		wait_port "$port" "$vgw_pid" "$work/versitygw.log" 200
 		export AWS_ACCESS_KEY_ID=$access AWS_SECRET_ACCESS_KEY=$secret AWS_REGION=us-east-1 \
 			AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null
 		if [ "$(cat "$data/s3.objects" 2>/dev/null)" != "$objects" ]; then
@@ -154,18 +188,15 @@ for store in $stores; do
 		else
 			echo "s3: reusing the $objects objects in $data/s3"
 		fi
-		cat >>"$RCLONE_CONFIG" <<CONF
-[vgw]
-type = s3
-provider = Other
-access_key_id = $access
-secret_access_key = $secret
-endpoint = $endpoint
-region = us-east-1
-force_path_style = true
-CONF
-		bench s3 vgw:bench "$endpoint" s3://bench --s3-endpoint "$endpoint" --s3-path-style
-		stop_pid "${pids[-1]}"
+		s3_remote vgw "$endpoint"
+		bench s3 s3 vgw:bench "$endpoint" s3://bench --s3-endpoint "$endpoint" --s3-path-style
+		if [ -n "$rtt" ]; then
+			start_proxy "$endpoint"
+			s3_remote vgwslow "$slow"
+			bench "s3+$rtt" s3 vgwslow:bench "$slow" s3://bench --s3-endpoint "$slow" --s3-path-style
+			stop_pid "$proxy_pid"
+		fi
+		stop_pid "$vgw_pid"
 		;;
 	azure)
 		mkdir -p "$data/azurite"
@@ -175,8 +206,9 @@ CONF
 			--blobHost 127.0.0.1 --blobPort "$port" --location "$data/azurite" \
 			--skipApiVersionCheck --loose --silent \
 			>"$work/azurite.log" 2>&1) &
-		pids+=($!)
-		wait_port "$port" "$!" "$work/azurite.log" 1200
+		az_pid=$!
+		pids+=("$az_pid")
+		wait_port "$port" "$az_pid" "$work/azurite.log" 1200
 		export AZURE_STORAGE_ACCESS_KEY=$key
 		if [ "$(cat "$data/azure.objects" 2>/dev/null)" != "$objects" ]; then
 			echo "azure: uploading $objects objects to Azurite at $endpoint"
@@ -191,9 +223,19 @@ CONF
 type = azureblob
 sas_url = $("$work/put-objects" -store azure -endpoint "$endpoint" sas)
 CONF
-		bench azure az: "$endpoint" "az://$account/bench" --azure-endpoint "$endpoint"
+		bench azure azure az: "$endpoint" "az://$account/bench" --azure-endpoint "$endpoint"
+		if [ -n "$rtt" ]; then
+			start_proxy "$endpoint"
+			cat >>"$RCLONE_CONFIG" <<CONF
+[azslow]
+type = azureblob
+sas_url = $("$work/put-objects" -store azure -endpoint "$slow" sas)
+CONF
+			bench "azure+$rtt" azure azslow: "$slow" "az://$account/bench" --azure-endpoint "$slow"
+			stop_pid "$proxy_pid"
+		fi
 		# Azurite saves its metadata on a clean stop: the next run reuses it.
-		stop_pid "${pids[-1]}"
+		stop_pid "$az_pid"
 		;;
 	*)
 		echo "bench-list: unknown store $store" >&2
@@ -203,10 +245,10 @@ CONF
 done
 
 echo
-printf '%-7s %-32s %9s %9s %11s\n' store lister objects seconds objects/s
+printf '%-12s %-32s %9s %9s %11s\n' store lister objects seconds objects/s
 sort -t$'\t' -k1,1 -k2,2 -k5,5g "$out" | awk -F'\t' '!seen[$1 FS $2]++ {
-	printf "%-7s %-32s %9d %9.2f %11d\n", $1, $2, $4, $5, $6 }'
+	printf "%-12s %-32s %9d %9.2f %11d\n", $1, $2, $4, $5, $6 }'
 echo
 for f in "$work"/put-*.txt; do [ -e "$f" ] && cat "$f"; done
-echo "$objects objects in ImageNet layout (1,000 classes of train/), best of $runs runs;" \
+echo "$objects objects in ImageNet layout ($(((objects + 1280) / 1281)) classes of 1,281 below train/), best of $runs runs;" \
 	"versitygw v1.8.0 (posix, local disk) and Azurite 3.37.0 (local disk), 127.0.0.1; $(rclone version 2>/dev/null | head -1); $(host_summary)"

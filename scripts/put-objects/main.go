@@ -7,6 +7,7 @@
 //	put-objects -store s3 -endpoint http://127.0.0.1:PORT -bucket bench walk
 //	put-objects -store azure -endpoint http://127.0.0.1:PORT/ACCOUNT -account ACCOUNT -bucket bench put
 //	put-objects -store azure -endpoint http://127.0.0.1:PORT/ACCOUNT -bucket bench sas
+//	put-objects -endpoint http://127.0.0.1:PORT -listen 127.0.0.1:PORT2 -rtt 20ms proxy
 //
 // S3 credentials come from the SDK's default chain (AWS_ACCESS_KEY_ID,
 // ...), the Azure account key from AZURE_STORAGE_ACCESS_KEY. put creates
@@ -16,7 +17,9 @@
 // one tab-separated line per run: store, list concurrency, objects,
 // directories, seconds, objects/s. sas prints a read and list SAS URL of
 // the container, valid for a day (rclone's Azure remote needs one to reach
-// an emulator on another port than 10000).
+// an emulator on another port than 10000). proxy serves -listen and
+// forwards every request to -endpoint's host after waiting -rtt: a store
+// on 127.0.0.1 that answers as late as a remote one would.
 package main
 
 import (
@@ -25,6 +28,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -49,6 +56,8 @@ type options struct {
 	objects, perClass, size, parallel int
 	conc                              string
 	runs                              int
+	listen                            string
+	rtt                               time.Duration
 }
 
 func main() {
@@ -63,9 +72,11 @@ func main() {
 	flag.IntVar(&o.parallel, "parallel", 64, "uploads in flight")
 	flag.StringVar(&o.conc, "conc", "1,16,32", "walk: comma-separated list concurrencies (1: flat)")
 	flag.IntVar(&o.runs, "runs", 2, "walk: runs per concurrency")
+	flag.StringVar(&o.listen, "listen", "127.0.0.1:0", "proxy: address to serve")
+	flag.DurationVar(&o.rtt, "rtt", 20*time.Millisecond, "proxy: delay added to every request")
 	flag.Parse()
 	if flag.NArg() != 1 || o.endpoint == "" || o.store != "s3" && o.store != "azure" || o.perClass < 1 {
-		fmt.Fprintln(os.Stderr, "usage: put-objects -store s3|azure -endpoint URL [flags] put|walk|sas")
+		fmt.Fprintln(os.Stderr, "usage: put-objects -store s3|azure -endpoint URL [flags] put|walk|sas|proxy")
 		os.Exit(2)
 	}
 	ctx := context.Background()
@@ -77,6 +88,8 @@ func main() {
 		err = walk(ctx, o)
 	case "sas":
 		err = sasURL(o)
+	case "proxy":
+		err = proxy(o)
 	default:
 		err = fmt.Errorf("unknown command %q", flag.Arg(0))
 	}
@@ -235,4 +248,29 @@ func open(ctx context.Context, o options, conc int) (backend.Backend, error) {
 	return s3.New(ctx, s3.Options{
 		Bucket: o.bucket, Endpoint: o.endpoint, PathStyle: true, Region: "us-east-1", ListConcurrency: conc,
 	})
+}
+
+// proxy forwards every request to o.endpoint's host, o.rtt late, until it
+// is killed. The Host header is kept, so signatures made for the proxy's
+// address stay valid.
+func proxy(o options) error {
+	u, err := url.Parse(o.endpoint)
+	if err != nil {
+		return err
+	}
+	u.Path = ""
+	rp := httputil.NewSingleHostReverseProxy(u)
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return err
+	}
+	fmt.Println(ln.Addr())
+	return http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-time.After(o.rtt):
+		case <-r.Context().Done():
+			return
+		}
+		rp.ServeHTTP(w, r)
+	}))
 }
