@@ -21,6 +21,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/go/bin:$PATH
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
 
 bin=$(realpath "${STALLFS_BIN:-bin/stallfs}")
 bytes=${BENCH_BYTES:-2GiB}
@@ -91,7 +93,7 @@ for n in $mounts; do
 		p0=$(sum peer_bytes)
 		start=$(date +%s.%N)
 		pids=()
-		shuf --random-source=<(yes "epoch$e") "$work/manifest" >"$work/order"
+		shuffle_seeded "$((e * 7919))" "$work/manifest" >"$work/order"
 		for i in "${!mnts[@]}"; do
 			awk -v n="$n" -v i="$i" '(NR - 1) % n == i' "$work/order" >"$work/shard$i"
 			"$work/epoch-reader" -dir "${mnts[$i]}" -manifest "$work/shard$i" -epochs 1 -readers "$readers" -seed $((e * 10 + i)) >"$work/er$n.$i.$e" 2>&1 &

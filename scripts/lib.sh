@@ -185,3 +185,11 @@ mem_cgroup() {
 	fi
 	cg=$cgroot/$1-$$
 }
+
+# shuffle_seeded SEED FILE prints FILE's lines in a permutation fixed by
+# SEED (an integer). Not `shuf --random-source=<(yes SEED)`: a repeated
+# byte stream gives nearly the same permutation for every seed.
+shuffle_seeded() {
+	awk -v seed="$1" 'BEGIN {srand(seed)} {printf "%.17f\t%s\n", rand(), $0}' "$2" |
+		sort -t$'\t' -k1,1 | cut -f2-
+}

@@ -135,11 +135,8 @@ for c in $cases; do
 	fi
 	read -r b0 s0 <<<"$(measure)"
 	for e in $(seq 1 "$epochs"); do
-		# A fresh permutation per epoch (shuf --random-source=<(yes epochE)
-		# gives nearly the same one every epoch: 243 of 298 lines of a half
-		# in common where independent halves share 149).
-		awk -v seed="$((e * 7919))" 'BEGIN {srand(seed)} {printf "%.17f\t%s\n", rand(), $0}' "$work/manifest" |
-			sort -t$'\t' -k1,1 | cut -f2- >"$work/order"
+		# A fresh permutation per epoch.
+		shuffle_seeded "$((e * 7919))" "$work/manifest" >"$work/order"
 		pids=()
 		for i in "${!mnts[@]}"; do
 			awk -v n="$n" -v i="$i" '(NR - 1) % n == i' "$work/order" >"$work/shard$i"
