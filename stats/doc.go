@@ -3,7 +3,9 @@
 // data that was in no cache tier (fetch stall), per file and per epoch; it
 // renders the accounting as a stable JSON Snapshot, a readable summary
 // (WriteText) and Prometheus metrics, and predicts with the DS-Analyzer
-// model how the stall would change with another cache size (WhatIf).
+// model how the stall would change with another cache size (WhatIf);
+// Cluster extends that prediction to a cluster of nodes (page cache LRU,
+// MinIO alone, MinIO + peers), for `stallfs simulate`.
 //
 // It imports nothing of stallfs; the read path calls a *Recorder (a nil
 // Recorder records nothing, so "stats off" costs one nil check).
