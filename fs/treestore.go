@@ -226,6 +226,21 @@ func loadTree(name, source string) (*persistedTree, error) {
 	return tf, nil
 }
 
+// readRecords reads n records of size bytes in chunks and hands each
+// chunk to decode with the index of its first record.
+func readRecords(r io.Reader, n, size int, decode func(b []byte, first int)) error {
+	const chunk = 4096 // records
+	buf := make([]byte, min(n, chunk)*size)
+	for first := 0; first < n; first += chunk {
+		b := buf[:min(n-first, chunk)*size]
+		if _, err := io.ReadFull(r, b); err != nil {
+			return fmt.Errorf("%w: %w", errTreeCorrupt, err)
+		}
+		decode(b, first)
+	}
+	return nil
+}
+
 // decodeTree reads the header and arrays; size is the file's length, which
 // must match the counts before anything is allocated for them.
 func decodeTree(r *bufio.Reader, size int64, source string) (*persistedTree, error) {
@@ -267,36 +282,44 @@ func decodeTree(r *bufio.Reader, size int64, source string) (*persistedTree, err
 	// strs is never written again: the arena string shares its memory
 	// instead of doubling a large allocation.
 	t.strs = unsafe.String(unsafe.SliceData(strs), len(strs))
-	rec := make([]byte, entRecLen)
 	t.ents = make([]entry, nEnts)
-	for i := range t.ents {
-		if _, err := io.ReadFull(r, rec); err != nil {
-			return nil, fmt.Errorf("entries: %w: %w", errTreeCorrupt, err)
+	err := readRecords(r, len(t.ents), entRecLen, func(b []byte, first int) {
+		for i := range t.ents[first : first+len(b)/entRecLen] {
+			rec := b[i*entRecLen:]
+			t.ents[first+i] = entry{
+				name:   sref{off: le.Uint32(rec), n: le.Uint32(rec[4:])},
+				size:   int64(le.Uint64(rec[8:])),
+				mtime:  int64(le.Uint64(rec[16:])),
+				mode:   iofs.FileMode(le.Uint32(rec[24:])),
+				parent: le.Uint32(rec[28:]),
+				ref:    le.Uint32(rec[32:]),
+			}
 		}
-		t.ents[i] = entry{
-			name:   sref{off: le.Uint32(rec), n: le.Uint32(rec[4:])},
-			size:   int64(le.Uint64(rec[8:])),
-			mtime:  int64(le.Uint64(rec[16:])),
-			mode:   iofs.FileMode(le.Uint32(rec[24:])),
-			parent: le.Uint32(rec[28:]),
-			ref:    le.Uint32(rec[32:]),
-		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("entries: %w", err)
 	}
 	t.dirs = make([]dirRec, nDirs)
-	for i := range t.dirs {
-		if _, err := io.ReadFull(r, rec[:dirRecLen]); err != nil {
-			return nil, fmt.Errorf("directories: %w: %w", errTreeCorrupt, err)
+	err = readRecords(r, len(t.dirs), dirRecLen, func(b []byte, first int) {
+		for i := range t.dirs[first : first+len(b)/dirRecLen] {
+			rec := b[i*dirRecLen:]
+			t.dirs[first+i] = dirRec{ent: le.Uint32(rec), first: le.Uint32(rec[4:]), count: le.Uint32(rec[8:]), nsub: le.Uint32(rec[12:])}
 		}
-		t.dirs[i] = dirRec{ent: le.Uint32(rec), first: le.Uint32(rec[4:]), count: le.Uint32(rec[8:]), nsub: le.Uint32(rec[12:])}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("directories: %w", err)
 	}
 	t.fileVer = make([]sref, nFiles)
 	t.links = make([]sref, nLinks)
 	for _, refs := range [][]sref{t.fileVer, t.links} {
-		for i := range refs {
-			if _, err := io.ReadFull(r, rec[:srefRecLen]); err != nil {
-				return nil, fmt.Errorf("versions and links: %w: %w", errTreeCorrupt, err)
+		err = readRecords(r, len(refs), srefRecLen, func(b []byte, first int) {
+			for i := range refs[first : first+len(b)/srefRecLen] {
+				rec := b[i*srefRecLen:]
+				refs[first+i] = sref{off: le.Uint32(rec), n: le.Uint32(rec[4:])}
 			}
-			refs[i] = sref{off: le.Uint32(rec), n: le.Uint32(rec[4:])}
+		})
+		if err != nil {
+			return nil, fmt.Errorf("versions and links: %w", err)
 		}
 	}
 	tf.t = t
