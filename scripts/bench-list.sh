@@ -143,7 +143,7 @@ bench() {
 			exit 1
 		fi
 		if [ "$c" = 1 ]; then line="stallfs walk, flat"; else line="stallfs walk, $c at once"; fi
-		r=$((r + 1))
+		r=$((r % runs + 1))
 		row "$store" "$line" "$r" "$n" "$s"
 	done <"$work/walk.tsv"
 	if [ -n "$bin" ]; then
