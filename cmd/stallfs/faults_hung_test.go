@@ -9,9 +9,11 @@ package main
 // mount, every byte right.
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -28,6 +30,36 @@ func stopDaemon(t *testing.T, pid int) {
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
+	// SIGSTOP stops the threads one by one; a thread not yet stopped could
+	// still take a request from /dev/fuse. Wait until every one is.
+	deadline := time.Now().Add(10 * time.Second)
+	for !allStopped(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("daemon %d not stopped 10s after SIGSTOP", pid)
+		}
+		<-time.After(10 * time.Millisecond) // poll interval, not a synchronisation
+	}
+}
+
+// allStopped reports whether every thread of pid is stopped (state T).
+func allStopped(pid int) bool {
+	tasks, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+	if err != nil || len(tasks) == 0 {
+		return false
+	}
+	for _, task := range tasks {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + task.Name() + "/stat")
+		if err != nil {
+			return false
+		}
+		// pid (comm) state ...: comm may hold spaces, the state follows
+		// the last ')'.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 || i+2 >= len(b) || b[i+2] != 'T' {
+			return false
+		}
+	}
+	return true
 }
 
 // blockedRead starts a read of p through mnt that blocks on the hung
