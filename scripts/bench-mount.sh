@@ -14,7 +14,7 @@
 # page cache its files hold (fincore).
 #
 # Knobs (environment): BENCH_BYTES (1GiB), BENCH_READERS ("1 4 16"),
-# BENCH_ROUNDS (5), BENCH_DATA (reuse an existing
+# BENCH_ROUNDS (5; BENCH_EPOCHS is read as the same), BENCH_DATA (reuse an existing
 # dataset directory instead of generating one), BENCH_MOUNT_FLAGS (extra
 # `stallfs mount` flags for both mounts), BENCH_BIG (size of the large
 # file, 1GiB; 0: skip it), BENCH_BIG_RUNS (7), BENCH_OUT (raw rows, default
@@ -28,7 +28,7 @@ export PATH=/usr/local/go/bin:$PATH
 bin=$(realpath "${STALLFS_BIN:-bin/stallfs}")
 bytes=${BENCH_BYTES:-1GiB}
 readers=${BENCH_READERS:-1 4 16}
-rounds=${BENCH_ROUNDS:-5}
+rounds=${BENCH_ROUNDS:-${BENCH_EPOCHS:-5}}
 big=${BENCH_BIG:-1GiB}
 big_runs=${BENCH_BIG_RUNS:-7}
 out=$(bench_out "${BENCH_OUT:-out/bench-mount.tsv}")
