@@ -144,6 +144,10 @@ func TestFaultS3ThrottledThenUnavailable(t *testing.T) {
 	if took > 45*time.Second {
 		t.Errorf("read under persistent 503 took %v", took)
 	}
+	// The log line reaches the test through a pipe: wait for it.
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(proc.stderr.String(), "backend read failed") && time.Now().Before(deadline); {
+		<-time.After(10 * time.Millisecond) // poll interval, not a synchronisation
+	}
 	if n := strings.Count(proc.stderr.String(), "backend read failed"); n != 1 {
 		t.Errorf("the item failed after 4 tries is logged %d times, want once:\n%s", n, proc.stderr.String())
 	}
