@@ -16,6 +16,7 @@ import (
 
 	"github.com/dustin/go-humanize"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
@@ -198,6 +199,9 @@ type pipeline struct {
 // newPipeline wraps b with the throttle when asked and opens the cache.
 func newPipeline(cfg pipelineConfig, b backend.Backend, log *slog.Logger) (*pipeline, backend.Backend, error) {
 	p := &pipeline{cfg: cfg, log: log, reg: prometheus.NewRegistry(), meta: newMetadataSetting(cfg, b)}
+	// The daemon's own health beside the data path's: go_goroutines,
+	// go_memstats_*, process_resident_memory_bytes, process_open_fds.
+	p.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	tf, err := readTestFaults(os.Getenv) // faultflags.go: a testing aid
 	if err != nil {
 		return nil, nil, err
