@@ -23,7 +23,7 @@ VERSITYGW         := .cache/bin/versitygw
 AZURITE_DIR       := testdata/azurite
 AZURITE_VERSION   := $(shell sed -n 's/.*"azurite": "\([0-9.]*\)".*/\1/p' $(AZURITE_DIR)/package.json)
 
-.PHONY: all build test demo bench bench-cache bench-prefetch bench-s3 bench-azure bench-peers bench-e2e fuzz fmt vet clean deps test-deps torch-deps check-go test-servers azurite
+.PHONY: all build test demo bench bench-cache bench-prefetch bench-s3 bench-azure bench-peers bench-e2e bench-scale bench-list validate-simulate soak fuzz fmt vet clean deps test-deps torch-deps check-go test-servers azurite
 
 all: build
 
@@ -130,6 +130,28 @@ bench-e2e: build deps torch-deps
 	  apt-get update -qq; \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-matplotlib; }
 	STALLFS_BIN=$(BIN) scripts/bench-e2e.sh
+
+# ImageNet-scale metadata (issue 10): 1,281,167 files generated once under
+# out/scale, cold mount, find through the mount, remount from the persisted
+# tree, RSS; figures go to docs/scale.md.
+bench-scale: build deps
+	STALLFS_BIN=$(BIN) scripts/bench-scale.sh
+
+# Listing 200,000 objects in ImageNet layout on the S3 server and Azurite:
+# stallfs's flat and parallel walks against rclone lsf -R (docs/scale.md).
+bench-list: build deps $(VERSITYGW) azurite
+	$(call apt_install,rclone:rclone)
+	STALLFS_BIN=$(BIN) scripts/bench-list.sh
+
+# `stallfs simulate` against real mounts: one mount and 2-3 peers over a
+# throttled local source (docs/simulate.md).
+validate-simulate: build deps
+	STALLFS_BIN=$(BIN) scripts/validate-simulate.sh
+
+# 64 verified readers plus prefetch for SOAK_MINUTES (default 10); fails
+# when RSS, goroutines or open fds grow (docs/reliability.md). Not in test.
+soak: build deps
+	STALLFS_BIN=$(BIN) scripts/soak.sh
 
 # Every fuzz target (func FuzzXxx in a _test.go file) for FUZZTIME each, one
 # after the other; `make test` runs only their seed corpora. A crasher is
