@@ -8,6 +8,10 @@
 //     LOOKUP, GETATTR and READDIR make no backend calls, and the kernel
 //     may cache names and attributes for a long time (one hour by
 //     default). A changed source is picked up by remounting.
+//   - The tree comes from a listing, or from Options.MetadataFile when
+//     that file is of this source, intact, and still valid (directory
+//     times, or a background re-list that logs and persists changes);
+//     never a partial or foreign tree.
 //   - Regular files have dense IDs 0..N-1 in the byte order of their
 //     slash-separated paths. Inode numbers derive from IDs and directory
 //     indexes, so they are stable across lookups and remounts of the
