@@ -41,6 +41,9 @@
 //   - Any peer failure (down, timeout, bad checksum or length, refusal)
 //     falls back to the backend inside the same fill: no read fails or
 //     hangs because of a peer.
+//   - With KernelCache, OPEN and FLUSH are answered ENOSYS (deliberate,
+//     outside toErrno); only pages of items a tier holds outlive a file's
+//     next LOOKUP (kcache.go).
 //   - toErrno is the only place an error becomes an errno; unknown errors
 //     are EIO, never ENOSYS.
 //   - The control socket is found from the mountpoint without adding

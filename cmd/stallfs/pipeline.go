@@ -190,6 +190,7 @@ type pipeline struct {
 	thr   *throttle.Backend
 	peer  *peerSetup // nil without a peer group
 	meta  metadataSetting
+	mount *fs.Mount // set by beforeMount
 
 	metrics *http.Server
 	stop    context.CancelFunc
@@ -250,6 +251,7 @@ func (p *pipeline) apply(o *fs.Options) {
 // mount: it builds the stats recorder, the prefetcher and the control
 // endpoints.
 func (p *pipeline) beforeMount(m *fs.Mount) error {
+	p.mount = m
 	var budget int64
 	if p.cache != nil {
 		budget = p.cfg.MemBytes + p.cfg.DiskBytes
@@ -441,6 +443,9 @@ func (p *pipeline) serveCacheDrop(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "drop: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
+	// With --kernel-cache the kernel's copies of the dropped items go at
+	// once (each would otherwise go at its file's next LOOKUP).
+	p.mount.DropKernelCache()
 	p.log.Info("cache dropped (control socket)")
 	p.serveCacheInfo(w, r)
 }
