@@ -264,7 +264,11 @@ func New(ctx context.Context, mountpoint string, b backend.Backend, opts Options
 			// splicing them through a pipe only adds a copy (and warns
 			// when fs.pipe-max-size is below a 1 MiB read).
 			DisableSplice: true,
-			Logger:        slog.NewLogLogger(opts.Logger.Handler(), goFuseLogLevel(opts.Debug)),
+			// READDIR carries each entry's type, which is all a walk
+			// needs; READDIRPLUS would look up every listed entry and
+			// give it a go-fuse node (readdir.go).
+			DisableReadDirPlus: true,
+			Logger:             slog.NewLogLogger(opts.Logger.Handler(), goFuseLogLevel(opts.Debug)),
 		},
 		EntryTimeout:    &opts.EntryTimeout,
 		AttrTimeout:     &opts.AttrTimeout,
@@ -274,10 +278,10 @@ func New(ctx context.Context, mountpoint string, b backend.Backend, opts Options
 		RootStableAttr:  &gofs.StableAttr{Ino: dirIno(0)},
 	}
 	if m.kc != nil {
-		// Entry timeouts are set per entry (regular files differ), and
-		// READDIRPLUS would look up, that is open, every listed file.
+		// Entry timeouts are set per entry (regular files differ). With
+		// READDIRPLUS a listing would look up, that is open, every
+		// listed file: it stays off (above).
 		gopts.EntryTimeout = nil
-		gopts.DisableReadDirPlus = true
 	}
 	m.root = &dirNode{m: m, dir: 0}
 	m.server, err = gofs.Mount(abs, m.root, gopts)

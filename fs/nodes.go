@@ -74,7 +74,6 @@ type dirNode struct {
 
 var (
 	_ = (gofs.NodeLookuper)((*dirNode)(nil))
-	_ = (gofs.NodeReaddirer)((*dirNode)(nil))
 	_ = (gofs.NodeGetattrer)((*dirNode)(nil))
 	_ = (gofs.NodeStatfser)((*dirNode)(nil))
 	_ = (gofs.NodeGetxattrer)((*dirNode)(nil))
@@ -140,11 +139,6 @@ func (d *dirNode) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno
 	return d.m.statfs(out)
 }
 
-func (d *dirNode) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
-	rec := d.m.tree.dirs[d.dir]
-	return &dirStream{m: d.m, next: rec.first, end: rec.first + rec.count}, 0
-}
-
 // ControlXattr is the extended attribute of a mount's root directory that
 // holds the path of its control socket. It is not listed, so the dataset's
 // listing and its xattrs stay exactly the source's.
@@ -163,26 +157,6 @@ func (d *dirNode) Getxattr(ctx context.Context, attr string, dest []byte) (uint3
 	}
 	return uint32(copy(dest, v)), 0
 }
-
-// dirStream lists a directory's range of tree entries without copying it.
-type dirStream struct {
-	m         *Mount
-	next, end uint32
-}
-
-var _ = (gofs.DirStream)((*dirStream)(nil))
-
-func (s *dirStream) HasNext() bool { return s.next < s.end }
-
-func (s *dirStream) Next() (fuse.DirEntry, syscall.Errno) {
-	var a fuse.Attr
-	s.m.fillAttr(s.next, &a)
-	name := s.m.tree.name(s.next)
-	s.next++
-	return fuse.DirEntry{Name: name, Mode: a.Mode & syscall.S_IFMT, Ino: a.Ino}, 0
-}
-
-func (s *dirStream) Close() {}
 
 // fileNode is a regular file of the dataset.
 type fileNode struct {
