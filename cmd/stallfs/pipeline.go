@@ -201,8 +201,11 @@ type pipeline struct {
 func newPipeline(cfg pipelineConfig, b backend.Backend, log *slog.Logger) (*pipeline, backend.Backend, error) {
 	p := &pipeline{cfg: cfg, log: log, reg: prometheus.NewRegistry(), meta: newMetadataSetting(cfg, b)}
 	// The daemon's own health beside the data path's: go_goroutines,
-	// go_memstats_*, process_resident_memory_bytes, process_open_fds.
-	p.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// go_memstats_*, go_gc_* (from the runtime). Not the process
+	// collector: each scrape would read /proc files and add to the
+	// daemon's rchar, which benchmarks and tests use as an independent
+	// count of the bytes it read (RSS and fds are in /proc/PID anyway).
+	p.reg.MustRegister(collectors.NewGoCollector())
 	tf, err := readTestFaults(os.Getenv) // faultflags.go: a testing aid
 	if err != nil {
 		return nil, nil, err
@@ -445,7 +448,9 @@ func (p *pipeline) serveCacheDrop(w http.ResponseWriter, r *http.Request) {
 	}
 	// With --kernel-cache the kernel's copies of the dropped items go at
 	// once (each would otherwise go at its file's next LOOKUP).
-	p.mount.DropKernelCache()
+	if p.mount != nil {
+		p.mount.DropKernelCache()
+	}
 	p.log.Info("cache dropped (control socket)")
 	p.serveCacheInfo(w, r)
 }
