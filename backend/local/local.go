@@ -8,7 +8,6 @@ import (
 	iofs "io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -131,8 +130,7 @@ func (b *Backend) List(ctx context.Context, dir string) ([]backend.Entry, error)
 	if err != nil {
 		return nil, pathErr("list", dir, err)
 	}
-	slices.SortFunc(entries, func(a, b backend.Entry) int { return strings.Compare(a.Name, b.Name) })
-	return entries, nil
+	return entries, nil // readDir sorts by name
 }
 
 // ReadAt reads from the regular file at path (following symbolic links that

@@ -5,6 +5,7 @@ import (
 	"errors"
 	iofs "io/fs"
 	"os"
+	"slices"
 	"strconv"
 	"time"
 
@@ -74,13 +75,18 @@ func entryOfFd(fd int, name string) (backend.Entry, error) {
 	return e, nil
 }
 
-// readDir describes every entry of the open directory f, unsorted, with one
-// fstatat per entry relative to f (no path walk from the root).
+// readDir describes every entry of the open directory f, sorted by name,
+// with one fstatat per entry relative to f (no path walk from the root).
+// Sorting the names (not the entries) is cheap, and a sorted directory is
+// what the tree is built from: an unsorted one is copied and sorted there
+// (a stable sort of 100-byte entries, ~10% of a cold mount's CPU at
+// ImageNet scale).
 func readDir(ctx context.Context, f *os.File) ([]backend.Entry, error) {
 	names, err := f.Readdirnames(-1)
 	if err != nil {
 		return nil, err
 	}
+	slices.Sort(names)
 	entries := make([]backend.Entry, 0, len(names))
 	var st unix.Stat_t
 	for i, name := range names {

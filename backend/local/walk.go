@@ -17,8 +17,8 @@ const walkWorkers = 16
 // Walk calls fn for every entry below dir, reading up to walkWorkers
 // directories in parallel. Calls to fn never overlap, but they come from
 // several goroutines and in no particular order; entries of one directory
-// are reported together, in the order getdents returned them. Symbolic
-// links to directories are reported, not descended into.
+// are reported together, sorted by name. Symbolic links to directories are
+// reported, not descended into.
 func (b *Backend) Walk(ctx context.Context, dir string, fn func(path string, e backend.Entry) error) error {
 	rel, err := b.check(ctx, "walk", dir)
 	if err != nil {
