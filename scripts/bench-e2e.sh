@@ -63,7 +63,7 @@
 # BENCH_SYSTEMS ("pagecache rclone stallfs stallfs-prefetch rclone-s3
 # stallfs-s3 stallfs-prefetch-s3"), BENCH_GPU_MS (60), BENCH_BATCH (16),
 # BENCH_WORKERS (2), BENCH_CROP (224), BENCH_SEED (11), BENCH_RC_PORT
-# (45731), BENCH_METRICS_PORT (45732), STALLFS_BIN (bin/stallfs),
+# (25731), BENCH_METRICS_PORT (the next), STALLFS_BIN (bin/stallfs),
 # STALLFS_VERSITYGW (.cache/bin/versitygw, built when missing). Needs root
 # (FUSE, cgroups), python3-torch, python3-torchvision, python3-matplotlib
 # and rclone (installed with apt-get if missing).
@@ -84,8 +84,10 @@ batch=${BENCH_BATCH:-16}
 workers=${BENCH_WORKERS:-2}
 crop=${BENCH_CROP:-224}
 seed=${BENCH_SEED:-11}
-rcport=${BENCH_RC_PORT:-45731}
-mport=${BENCH_METRICS_PORT:-45732}
+# Listening ports below the ephemeral range (32768-60999 on Linux), where an
+# outgoing connection could hold them; free_port skips listeners.
+rcport=$(free_port "${BENCH_RC_PORT:-25731}")
+mport=$(free_port "${BENCH_METRICS_PORT:-$((rcport + 1))}")
 outdir=${BENCH_OUT_DIR:-docs/e2e}
 py=/usr/bin/python3
 mkdir -p "$outdir"
@@ -150,7 +152,7 @@ case " $systems " in
 	access=stallfs-bench-access
 	secret=stallfs-bench-secret-0123456789
 	mkdir -p "$work/gw" "$work/meta"
-	vport=$(free_port 17270)
+	vport=$(free_port 27270)
 	ROOT_ACCESS_KEY=$access ROOT_SECRET_KEY=$secret \
 		"$vgw" --port "127.0.0.1:$vport" --keep-alive --quiet posix --sidecar "$work/meta" "$work/gw" \
 		>"$work/versitygw.log" 2>&1 &
