@@ -15,7 +15,9 @@
 # Knobs (environment): BENCH_SCALE_FILES (1281167), BENCH_SCALE_CLASSES
 # (1000), BENCH_SCALE_DIR (where the source is kept between runs,
 # out/scale), BENCH_MOUNT_FLAGS (extra `stallfs mount` flags), BENCH_OUT
-# (out/bench-scale.tsv), STALLFS_BIN (bin/stallfs).
+# (out/bench-scale.tsv), STALLFS_BIN (bin/stallfs). GOMEMLIMIT, if set,
+# reaches the daemon, and the CLI then sets no memory limit of its own
+# (docs/scale.md compares GOMEMLIMIT=off with the default).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib.sh
