@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/debug"
 	"syscall"
 	"time"
@@ -167,19 +168,12 @@ func (a *cliApp) mountForeground(c *cli.Context, cfg mountConfig, openers map[st
 	log.Info("mounting", "config", cfg.String())
 	opts := cfg.fsOptions(log)
 	pl.apply(&opts)
-	if os.Getenv("GOMEMLIMIT") == "" {
-		// The cache's bytes live off the Go heap; keep the heap (fill
-		// buffers, the staging buffer, go-fuse's request buffers) from
-		// growing to twice its live size, so RSS stays near the budget.
-		stage := opts.BufferBytes
-		if stage <= 0 {
-			stage = 64 << 20
-		}
-		debug.SetMemoryLimit(96<<20 + stage)
-	}
 	m, err := fs.New(ctx, cfg.Mountpoint, b, opts)
 	if err != nil {
 		return fmt.Errorf("%s at %s: %w", b.String(), cfg.Mountpoint, err)
+	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		setHeapLimit(opts.BufferBytes)
 	}
 	log.Info("mounted", "source", b.String(), "mountpoint", cfg.Mountpoint, "pid", os.Getpid())
 	if ready != nil {
@@ -226,4 +220,22 @@ func newLogger(cfg mountConfig, stderr io.Writer) (*slog.Logger, func(), error) 
 		return nil, nil, usagef("--log-file %q: %w", cfg.LogFile, pathErrCause(err))
 	}
 	return slog.New(slog.NewTextHandler(f, opts)), func() { f.Close() }, nil
+}
+
+// setHeapLimit sets a soft limit on the Go heap once the mount is up:
+// what is live now (the tree, the stats table, the prefetch layout: they
+// grow with the dataset and never shrink) plus room for the read path
+// (fill buffers, go-fuse's request buffers) and the staging buffer. The
+// cache's bytes live off the heap, so RSS stays near the budget. It is
+// set only now: a fixed limit below the live heap of a large tree made
+// the collector run without pause while the mount listed and served
+// (1.28M files: a first find 3.8x the source's, 1.5x without it).
+func setHeapLimit(stage int64) {
+	if stage <= 0 {
+		stage = 64 << 20
+	}
+	debug.FreeOSMemory() // collect the listing's garbage and return it
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	debug.SetMemoryLimit(int64(ms.HeapAlloc) + 96<<20 + stage)
 }
