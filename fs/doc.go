@@ -44,6 +44,9 @@
 //   - With KernelCache, OPEN and FLUSH are answered ENOSYS (deliberate,
 //     outside toErrno); only pages of items a tier holds outlive a file's
 //     next LOOKUP (kcache.go).
+//   - READDIRPLUS is off; OPENDIR answers FOPEN_CACHE_DIR|KEEP_CACHE, so
+//     the kernel caches listings of the immutable tree; READDIR offset
+//     i+1 names child i (readdir.go).
 //   - toErrno is the only place an error becomes an errno; unknown errors
 //     are EIO, never ENOSYS.
 //   - The control socket is found from the mountpoint without adding
