@@ -42,6 +42,8 @@ func newFixture(t *testing.T, prefix string) *fixture {
 		RetryDelay: 10 * time.Millisecond, MaxRetryDelay: 50 * time.Millisecond,
 		BlockSize:    64 << 10, // exercise parallel chunks with the suite's sizes
 		ListPageSize: 100,      // and listings of many pages
+		// The suite's walks take the parallel path (not the default).
+		ListConcurrency: 4,
 	}
 	return f
 }

@@ -8,8 +8,8 @@
 //     listing, every page), sorts it and returns it.
 //   - Walk (backend.Walker) reports the names of ONE flat listing of the
 //     whole subtree, in its order, and synthesises each directory the
-//     first time a descendant names it. With ListConcurrency > 1 (the
-//     default) it gets those names faster: the top levels are listed with
+//     first time a descendant names it. With ListConcurrency > 1 (not the
+//     default, see DefaultListConcurrency) it gets those names faster: the top levels are listed with
 //     the delimiter, then their prefixes flat, in parallel (flat again when
 //     the prefixes prove tiny); a failed prefix fails the whole walk (no
 //     partial tree). Callers that build a tree for the mount's life use
