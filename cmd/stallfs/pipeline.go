@@ -43,6 +43,7 @@ func pipelineFlags() []cli.Flag {
 		&cli.IntFlag{Name: "prefetch-ahead", Usage: "most files the prefetcher runs ahead of the reader (0: 512)", EnvVars: []string{"STALLFS_PREFETCH_AHEAD"}},
 		&cli.StringFlag{Name: "prefetch-buffer", Value: "256MiB", Usage: "`SIZE` of the staging buffer for prefetched items the cache cannot take", EnvVars: []string{"STALLFS_PREFETCH_BUFFER"}},
 		&cli.IntFlag{Name: "prefetch-concurrency", Usage: "most files fetched ahead at once (0: 16)", EnvVars: []string{"STALLFS_PREFETCH_CONCURRENCY"}},
+		&cli.IntFlag{Name: "prefetch-next-epoch", Usage: "most files of the next epoch fetched before the reader is in it (0: the prefetch concurrency; -1: up to --prefetch-ahead)", EnvVars: []string{"STALLFS_PREFETCH_NEXT_EPOCH"}},
 	}, append(append(orderFlags(), peerFlags()...), metadataFlags()...)...)
 }
 
@@ -59,6 +60,7 @@ type pipelineConfig struct {
 	Ahead        int
 	StageBytes   int64
 	PrefetchConc int
+	NextEpoch    int         // prefetch.Options.NextEpochAhead
 	Peers        *peerConfig // nil: no peer group
 	// MetadataCache persists the tree in CacheDir (--metadata-cache).
 	MetadataCache bool
@@ -139,6 +141,9 @@ func readPipelineConfig(c *cli.Context, bf *blobfuse2Mount) (pipelineConfig, err
 	p.Ahead, p.PrefetchConc = c.Int("prefetch-ahead"), c.Int("prefetch-concurrency")
 	if p.Ahead < 0 || p.PrefetchConc < 0 {
 		return p, usagef("--prefetch-ahead and --prefetch-concurrency must be >= 0")
+	}
+	if p.NextEpoch = c.Int("prefetch-next-epoch"); p.NextEpoch < -1 {
+		return p, usagef("--prefetch-next-epoch must be >= -1")
 	}
 	if c.String("order") != "" {
 		spec, err := parseOrderSpec(c)
@@ -320,10 +325,11 @@ func (p *pipeline) startPrefetch(m *fs.Mount) error {
 	}
 	ahead := max(p.cfg.StageBytes*3/4, 1)
 	p.pf = prefetch.NewReaders(layout, readers, m, prefetch.Options{
-		Ahead:       p.cfg.Ahead,
-		AheadBytes:  ahead,
-		Concurrency: p.cfg.PrefetchConc,
-		Logger:      p.log.With("component", "prefetch"),
+		Ahead:          p.cfg.Ahead,
+		AheadBytes:     ahead,
+		Concurrency:    p.cfg.PrefetchConc,
+		NextEpochAhead: p.cfg.NextEpoch,
+		Logger:         p.log.With("component", "prefetch"),
 	})
 	m.SetObserver(p.pf)
 	ctx, cancel := context.WithCancel(context.Background())
