@@ -123,8 +123,8 @@ bench-peers: build deps
 # The DS-Analyzer measurement with a real PyTorch loader (issue 9): the
 # page cache in a memory cgroup, rclone --vfs-cache-mode full, stallfs with
 # and without prefetch, same budget f x D; CSV, table and PNGs to docs/e2e/.
-bench-e2e: build deps torch-deps
-	$(call apt_install,rclone:rclone)
+bench-e2e: build deps torch-deps $(VERSITYGW)
+	$(call apt_install,rclone:rclone curl:curl)
 	@/usr/bin/python3 -c 'import matplotlib' 2>/dev/null || { \
 	  echo "installing: python3-matplotlib"; \
 	  apt-get update -qq; \
