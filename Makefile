@@ -12,8 +12,9 @@ LDFLAGS   := -X main.version=$(VERSION)
 BENCHTIME ?= 1s
 FUZZTIME  ?= 30s
 # Debian packages installed when their command is missing: "command:package".
-# fuse3 for every mount; Node.js and npm only for the tests (Azurite).
-APT_DEPS      := fusermount3:fuse3
+# fuse3 for every mount, curl and jq for the scripts that read a mount's
+# control socket or metrics; Node.js and npm only for the tests (Azurite).
+APT_DEPS      := fusermount3:fuse3 curl:curl jq:jq
 APT_TEST_DEPS := node:nodejs npm:npm g++:g++
 
 # Test servers, at the versions the test helpers pin: versitygw (S3) is built
@@ -124,7 +125,7 @@ bench-peers: build deps
 # page cache in a memory cgroup, rclone --vfs-cache-mode full, stallfs with
 # and without prefetch, same budget f x D; CSV, table and PNGs to docs/e2e/.
 bench-e2e: build deps torch-deps $(VERSITYGW)
-	$(call apt_install,rclone:rclone curl:curl)
+	$(call apt_install,rclone:rclone)
 	@/usr/bin/python3 -c 'import matplotlib' 2>/dev/null || { \
 	  echo "installing: python3-matplotlib"; \
 	  apt-get update -qq; \
