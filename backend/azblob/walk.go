@@ -8,6 +8,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
 	"github.com/stallfs/stallfs/backend"
+	"github.com/stallfs/stallfs/backend/internal/listwalk"
 )
 
 // Walk calls fn for every entry below dir, synthesising each directory
@@ -48,9 +49,9 @@ func (b *Backend) Walk(ctx context.Context, dir string, fn func(path string, e b
 			return nil
 		})
 	} else {
-		err = parallelWalk(ctx, walkSpec[*container.BlobItem]{
-			root: prefix, conc: conc, pageKeys: b.pageKeys(),
-			level: b.listLevel, flat: b.listFlat, key: blobKey,
+		err = listwalk.Walk(ctx, listwalk.Spec[*container.BlobItem]{
+			Root: prefix, Conc: conc, PageKeys: b.pageKeys(),
+			Level: b.listLevel, Flat: b.listFlat, Key: blobKey,
 		}, emit)
 	}
 	if err != nil {
@@ -91,7 +92,7 @@ func (b *Backend) prefixPath(prefix string) string {
 }
 
 // listFlat lists every blob below prefix, without a delimiter, a page at
-// a time (a flatFunc).
+// a time (a listwalk.FlatFunc).
 func (b *Backend) listFlat(ctx context.Context, prefix string, page func([]*container.BlobItem) error) error {
 	pager := b.client.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{
 		Prefix: &prefix, Include: container.ListBlobsInclude{Metadata: true}, MaxResults: b.pageSize(),
@@ -108,7 +109,7 @@ func (b *Backend) listFlat(ctx context.Context, prefix string, page func([]*cont
 	return nil
 }
 
-// listLevel lists the level prefix with the "/" delimiter (a levelFunc).
+// listLevel lists the level prefix with the "/" delimiter (a listwalk.LevelFunc).
 func (b *Backend) listLevel(ctx context.Context, prefix string, maxObjs, maxPrefixes int) ([]*container.BlobItem, []string, bool, error) {
 	var (
 		items    []*container.BlobItem

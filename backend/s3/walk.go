@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/stallfs/stallfs/backend"
+	"github.com/stallfs/stallfs/backend/internal/listwalk"
 )
 
 // Walk reports every entry below dir: each file, each folder marker, and
@@ -51,9 +52,9 @@ func (b *Backend) Walk(ctx context.Context, dir string, fn func(path string, e b
 			return nil
 		})
 	} else {
-		err = parallelWalk(ctx, walkSpec[types.Object]{
-			root: pfx, conc: b.listConc, pageKeys: b.pageKeys(),
-			level: b.listLevel, flat: b.listFlat, key: objectKey,
+		err = listwalk.Walk(ctx, listwalk.Spec[types.Object]{
+			Root: pfx, Conc: b.listConc, PageKeys: b.pageKeys(),
+			Level: b.listLevel, Flat: b.listFlat, Key: objectKey,
 		}, emit)
 	}
 	if err != nil {
@@ -111,7 +112,7 @@ func (b *Backend) listFlat(ctx context.Context, prefix string, page func([]types
 	return nil
 }
 
-// listLevel lists the level prefix with the "/" delimiter (a levelFunc).
+// listLevel lists the level prefix with the "/" delimiter (a listwalk.LevelFunc).
 func (b *Backend) listLevel(ctx context.Context, prefix string, maxObjs, maxPrefixes int) ([]types.Object, []string, bool, error) {
 	var (
 		objs     []types.Object

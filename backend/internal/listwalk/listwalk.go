@@ -1,4 +1,8 @@
-package azblob
+// Package listwalk is the parallel walk of a flat object store (S3, Azure
+// Blob), shared by backend/s3 and backend/azblob: each gives it a
+// delimited level listing and a flat paginated listing (Spec), and Walk
+// reports every key below a root in the order of one flat listing.
+package listwalk
 
 // The parallel walk, in two steps. planWalk lists the top levels of the
 // subtree with the "/" delimiter and cuts the subtree's keys into
@@ -11,9 +15,6 @@ package azblob
 // prefixes turn out to hold less than a page together (many tiny
 // directories), the rest of the walk is one flat listing again, so a walk
 // never costs much more than the flat listing it replaces.
-//
-// This file is the same in backend/azblob and backend/s3 but for the
-// package clause.
 
 import (
 	"cmp"
@@ -54,24 +55,24 @@ type segment[O any] struct {
 	flat   bool // a list segment whose level was too large to plan
 }
 
-// levelFunc lists the level prefix with the "/" delimiter: the objects
+// LevelFunc lists the level prefix with the "/" delimiter: the objects
 // directly at it and its common prefixes (each ending in "/"). It gives up
 // with ok false, listing no further, once the level holds more than
 // maxObjs objects or maxPrefixes prefixes.
-type levelFunc[O any] func(ctx context.Context, prefix string, maxObjs, maxPrefixes int) (objs []O, prefixes []string, ok bool, err error)
+type LevelFunc[O any] func(ctx context.Context, prefix string, maxObjs, maxPrefixes int) (objs []O, prefixes []string, ok bool, err error)
 
-// flatFunc lists every key below prefix, without a delimiter, and passes
+// FlatFunc lists every key below prefix, without a delimiter, and passes
 // each page to page in order; it stops with page's error.
 //
-// The errors of levelFunc and flatFunc name the prefix that failed; the
+// The errors of LevelFunc and FlatFunc name the prefix that failed; the
 // walk returns them as they are.
-type flatFunc[O any] func(ctx context.Context, prefix string, page func([]O) error) error
+type FlatFunc[O any] func(ctx context.Context, prefix string, page func([]O) error) error
 
 // planWalk cuts the keys below root into segments, listing up to
 // planDepth levels with level, each level's prefixes in parallel (at most
 // conc at once), until there are at least conc prefixes to list. A plan of
 // one segment, root itself, is one flat listing.
-func planWalk[O any](ctx context.Context, root string, conc int, level levelFunc[O], key func(O) string) ([]segment[O], error) {
+func planWalk[O any](ctx context.Context, root string, conc int, level LevelFunc[O], key func(O) string) ([]segment[O], error) {
 	segs := []segment[O]{{prefix: root, list: true}}
 	for depth := range planDepth {
 		n, open := 0, 0
@@ -177,22 +178,22 @@ func appendSegment[O any](segs []segment[O], s segment[O]) []segment[O] {
 	return segs
 }
 
-// walkSpec is what the parallel walk needs from a store.
-type walkSpec[O any] struct {
-	root     string // the key prefix of the walked directory
-	conc     int    // listings at once
-	pageKeys int    // keys in a full page of a flat listing
-	level    levelFunc[O]
-	flat     flatFunc[O]
-	key      func(O) string
+// Spec is what the parallel walk needs from a store.
+type Spec[O any] struct {
+	Root     string // the key prefix of the walked directory
+	Conc     int    // listings at once
+	PageKeys int    // keys in a full page of a flat listing
+	Level    LevelFunc[O]
+	Flat     FlatFunc[O]
+	Key      func(O) string // an object's key
 }
 
-// parallelWalk calls emit for every key below spec.root, in the order of
+// Walk calls emit for every key below spec.Root, in the order of
 // one flat listing of it, from the calling goroutine only: planWalk, then
 // runSegments. When the prefixes turn out to be too small to pay for a
 // request each, the rest of the walk is one flat listing after all.
-func parallelWalk[O any](ctx context.Context, spec walkSpec[O], emit func(O) error) error {
-	segs, err := planWalk(ctx, spec.root, spec.conc, spec.level, spec.key)
+func Walk[O any](ctx context.Context, spec Spec[O], emit func(O) error) error {
+	segs, err := planWalk(ctx, spec.Root, spec.Conc, spec.Level, spec.Key)
 	if err != nil {
 		return err
 	}
@@ -201,9 +202,9 @@ func parallelWalk[O any](ctx context.Context, spec walkSpec[O], emit func(O) err
 		return err
 	}
 	// Every key before from has been reported.
-	return spec.flat(ctx, spec.root, func(objs []O) error {
+	return spec.Flat(ctx, spec.Root, func(objs []O) error {
 		for _, o := range objs {
-			if spec.key(o) < from {
+			if spec.Key(o) < from {
 				continue
 			}
 			if err := emit(o); err != nil {
@@ -217,7 +218,7 @@ func parallelWalk[O any](ctx context.Context, spec walkSpec[O], emit func(O) err
 // errFlatRest stops the prefix listings when the walk turns flat.
 var errFlatRest = errors.New("prefixes too small: listing the rest flat")
 
-// runSegments lists the prefixes of segs with spec.flat, at most conc at
+// runSegments lists the prefixes of segs with spec.Flat, at most conc at
 // once and at most conc ahead of the segment being reported, and calls
 // emit for every object in segment order, from the calling goroutine
 // only. The first error (a listing's or emit's) stops every listing and
@@ -228,8 +229,8 @@ var errFlatRest = errors.New("prefixes too small: listing the rest flat")
 // listing would (a page per pageKeys keys, one after the other): it stops
 // and returns rest true and the key from which the flat listing must go
 // on (everything before it has been reported).
-func runSegments[O any](ctx context.Context, spec walkSpec[O], segs []segment[O], emit func(O) error) (from string, rest bool, err error) {
-	conc := spec.conc
+func runSegments[O any](ctx context.Context, spec Spec[O], segs []segment[O], emit func(O) error) (from string, rest bool, err error) {
+	conc := spec.Conc
 	ctx, cancel := context.WithCancelCause(ctx)
 	type flight struct {
 		pages chan []O
@@ -263,7 +264,7 @@ func runSegments[O any](ctx context.Context, spec walkSpec[O], segs []segment[O]
 			f := flights[i]
 			wg.Go(func() {
 				defer close(f.pages)
-				err := spec.flat(ctx, s.prefix, func(objs []O) error {
+				err := spec.Flat(ctx, s.prefix, func(objs []O) error {
 					select {
 					case f.pages <- objs:
 						return nil
@@ -288,7 +289,7 @@ func runSegments[O any](ctx context.Context, spec walkSpec[O], segs []segment[O]
 			}
 			continue
 		}
-		if listed == conc && keys < spec.pageKeys && lists-listed >= conc {
+		if listed == conc && keys < spec.PageKeys && lists-listed >= conc {
 			cancel(errFlatRest)
 			return s.prefix, true, nil
 		}

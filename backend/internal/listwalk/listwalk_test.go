@@ -1,4 +1,4 @@
-package s3
+package listwalk
 
 // Tests of the parallel walk's plan and runner against a fake store of
 // sorted keys. This file is the same in backend/s3 and backend/azblob but
@@ -105,15 +105,15 @@ func (s *fakeStore) flat(ctx context.Context, prefix string, page func([]string)
 
 func identity(k string) string { return k }
 
-func (s *fakeStore) spec(root string, conc int) walkSpec[string] {
-	return walkSpec[string]{root: root, conc: conc, pageKeys: s.pageSize, level: s.level, flat: s.flat, key: identity}
+func (s *fakeStore) spec(root string, conc int) Spec[string] {
+	return Spec[string]{Root: root, Conc: conc, PageKeys: s.pageSize, Level: s.level, Flat: s.flat, Key: identity}
 }
 
 // walkFake walks root over s and returns the keys emitted, in order.
 func walkFake(t *testing.T, s *fakeStore, root string, conc int) ([]string, error) {
 	t.Helper()
 	var got []string
-	err := parallelWalk(t.Context(), s.spec(root, conc), func(k string) error {
+	err := Walk(t.Context(), s.spec(root, conc), func(k string) error {
 		got = append(got, k)
 		return nil
 	})
@@ -276,7 +276,7 @@ func TestRunSegmentsListsInParallelWithinBound(t *testing.T) {
 	done := make(chan error, 1)
 	var got []string
 	go func() {
-		spec := walkSpec[string]{conc: conc, flat: flat, key: identity} // pageKeys 0: never turns flat
+		spec := Spec[string]{Conc: conc, Flat: flat, Key: identity} // pageKeys 0: never turns flat
 		_, _, err := runSegments(t.Context(), spec, segs, func(k string) error {
 			got = append(got, k)
 			return nil
