@@ -24,6 +24,7 @@ func s3Flags() []cli.Flag {
 		&cli.StringFlag{Name: "s3-region", Usage: "the bucket's `REGION` (default: AWS_REGION or the profile's, else us-east-1)", EnvVars: []string{"STALLFS_S3_REGION"}},
 		&cli.StringFlag{Name: "s3-profile", Usage: "`PROFILE` of the shared AWS config and credentials files (default: AWS_PROFILE)", EnvVars: []string{"STALLFS_S3_PROFILE"}},
 		&cli.BoolFlag{Name: "s3-no-sign-request", Usage: "send requests unsigned (public buckets)", EnvVars: []string{"STALLFS_S3_NO_SIGN_REQUEST"}},
+		&cli.IntFlag{Name: "s3-list-concurrency", Usage: "prefixes listed at once when the mount lists the bucket (`N`, 0-256; 0: 16, 1: one flat listing)", EnvVars: []string{"STALLFS_S3_LIST_CONCURRENCY"}},
 	}
 }
 
@@ -70,13 +71,17 @@ func s3Options(c *cli.Context, u *url.URL) (s3.Options, error) {
 		}
 	}
 	opts := s3.Options{
-		Bucket:        u.Host,
-		Prefix:        prefix,
-		Region:        c.String("s3-region"),
-		Endpoint:      c.String("s3-endpoint"),
-		PathStyle:     c.Bool("s3-path-style"),
-		Profile:       c.String("s3-profile"),
-		NoSignRequest: c.Bool("s3-no-sign-request"),
+		Bucket:          u.Host,
+		Prefix:          prefix,
+		Region:          c.String("s3-region"),
+		Endpoint:        c.String("s3-endpoint"),
+		PathStyle:       c.Bool("s3-path-style"),
+		Profile:         c.String("s3-profile"),
+		NoSignRequest:   c.Bool("s3-no-sign-request"),
+		ListConcurrency: c.Int("s3-list-concurrency"),
+	}
+	if opts.ListConcurrency < 0 || opts.ListConcurrency > 256 {
+		return s3.Options{}, usagef("--s3-list-concurrency %d: want 0 to 256", opts.ListConcurrency)
 	}
 	if opts.Endpoint != "" {
 		e, err := url.Parse(opts.Endpoint)
