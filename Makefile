@@ -139,7 +139,9 @@ bench-scale: build deps
 	STALLFS_BIN=$(BIN) scripts/bench-scale.sh
 
 # Listing 200,000 objects in ImageNet layout on the S3 server and Azurite:
-# stallfs's flat and parallel walks against rclone lsf -R (docs/scale.md).
+# stallfs's flat and parallel walks against rclone lsf -R
+# (docs/scale-listing.md); BENCH_LIST_RTT=20ms adds a pass through a proxy
+# with that delay per request.
 bench-list: build deps $(VERSITYGW) azurite
 	$(call apt_install,rclone:rclone)
 	STALLFS_BIN=$(BIN) scripts/bench-list.sh
