@@ -142,13 +142,7 @@ echo "dataset: $files JPEGs, $D bytes; $epochs epochs; f = $fractions; gpu ${gpu
 # at the root of bucket "bench", behind scripts/latency-proxy.
 case " $systems " in
 *-s3\ *)
-	vgw=${STALLFS_VERSITYGW:-.cache/bin/versitygw}
-	if [ ! -x "$vgw" ]; then
-		echo "building versitygw v1.8.0 into .cache/bin (once)"
-		GOBIN=$PWD/.cache/bin go install github.com/versity/versitygw/cmd/versitygw@v1.8.0
-		vgw=.cache/bin/versitygw
-	fi
-	vgw=$(realpath "$vgw")
+	vgw=$(versitygw_bin)
 	access=stallfs-bench-access
 	secret=stallfs-bench-secret-0123456789
 	mkdir -p "$work/gw" "$work/meta"

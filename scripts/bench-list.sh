@@ -41,13 +41,7 @@ stores=${BENCH_STORES:-s3 azure}
 data=$(realpath -m "${BENCH_LIST_DIR:-.cache/bench-list}")
 out=$(bench_out "${BENCH_OUT:-out/bench-list.tsv}")
 
-vgw=${STALLFS_VERSITYGW:-.cache/bin/versitygw}
-if [ ! -x "$vgw" ]; then
-	echo "building versitygw v1.8.0 into .cache/bin (once)"
-	GOBIN=$PWD/.cache/bin go install github.com/versity/versitygw/cmd/versitygw@v1.8.0
-	vgw=.cache/bin/versitygw
-fi
-vgw=$(realpath "$vgw")
+vgw=$(versitygw_bin)
 azdir=testdata/azurite
 if ! grep -qs '"version": "3.37.0"' "$azdir/node_modules/azurite/package.json"; then
 	echo "npm ci --prefix $azdir"

@@ -32,13 +32,7 @@ cache=${BENCH_CACHE:-100G}
 modes=${BENCH_RCLONE_MODES:-off full}
 out=$(bench_out "${BENCH_OUT:-out/bench-s3.tsv}")
 
-vgw=${STALLFS_VERSITYGW:-.cache/bin/versitygw}
-if [ ! -x "$vgw" ]; then
-	echo "building versitygw v1.8.0 into .cache/bin (once)"
-	GOBIN=$PWD/.cache/bin go install github.com/versity/versitygw/cmd/versitygw@v1.8.0
-	vgw=.cache/bin/versitygw
-fi
-vgw=$(realpath "$vgw")
+vgw=$(versitygw_bin)
 need_rclone
 
 access=stallfs-bench-access

@@ -193,3 +193,18 @@ shuffle_seeded() {
 	awk -v seed="$1" 'BEGIN {srand(seed)} {printf "%.17f\t%s\n", rand(), $0}' "$2" |
 		sort -t$'\t' -k1,1 | cut -f2-
 }
+
+# versitygw_bin prints the absolute path of the versitygw (S3 server)
+# binary: $STALLFS_VERSITYGW, else .cache/bin/versitygw, built there once
+# at the version the tests pin (backend/s3/s3test) if missing.
+versitygw_bin() {
+	local vgw=${STALLFS_VERSITYGW:-.cache/bin/versitygw}
+	if [ ! -x "$vgw" ]; then
+		local v
+		v=$(sed -n 's/^const Version = "\(v[0-9.]*\)"/\1/p' backend/s3/s3test/s3test.go)
+		echo "building versitygw $v into .cache/bin (once)" >&2
+		GOBIN=$PWD/.cache/bin go install "github.com/versity/versitygw/cmd/versitygw@$v" >&2
+		vgw=.cache/bin/versitygw
+	fi
+	realpath "$vgw"
+}
