@@ -142,9 +142,10 @@ func (t *memTier) reserve(h keyHash, v uint64, n int64) (res *reservation, prese
 	if t.budget <= 0 || n < 0 {
 		return nil, false, false
 	}
-	if t.used.Load()+n > t.budget { // no eviction: once full, stays full until Drop
-		return nil, false, true
-	}
+	// No fast "full" return before the presence check: a concurrent
+	// admit of the same item may have taken the last space, and the item
+	// must then count as present here, not go to the disk tier as well.
+	// Once full, alloc fails (no eviction: full until Drop).
 	t.admitMu.RLock()
 	s := &t.shards[h.shard()]
 	s.mu.Lock()
