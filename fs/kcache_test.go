@@ -285,8 +285,9 @@ func resident(t *testing.T, f *os.File, size int64) bool {
 	return true
 }
 
-// A large file read sequentially without a handle: readahead from the
-// node's state, every byte right, each chunk fetched once.
+// A large file read sequentially without a handle (the kernel's own
+// readahead, none of the daemon's): every byte right, each chunk fetched
+// once.
 func TestKernelCacheLargeFile(t *testing.T) {
 	src := t.TempDir()
 	const size = 3<<20 + 12345

@@ -183,9 +183,6 @@ func (m *Mount) newFileNode(id uint32) *fileNode {
 	f := &fileNode{m: m, ent: m.tree.fileEnt[id], ref: m.fileRef(id)}
 	if m.kc != nil {
 		f.kc = &kcNode{}
-		if f.ref.size > m.opts.ChunkSize {
-			f.kc.seq = newSeqState() // readahead is for files of several items
-		}
 	}
 	return f
 }
