@@ -39,7 +39,8 @@ out=$(realpath "$out")
 work=$(mktemp -d /tmp/bench-peers.XXXXXX)
 mnts=()
 cleanup() {
-	for m in "${mnts[@]}"; do "$bin" unmount "$m" >/dev/null 2>&1 || fusermount3 -uz "$m" 2>/dev/null || true; done
+	local m
+	for m in "${mnts[@]}"; do unmount_stallfs "$bin" "$m"; done
 	rm -rf "$work"
 }
 trap cleanup EXIT
