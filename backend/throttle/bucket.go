@@ -1,6 +1,7 @@
 package throttle
 
 import (
+	"context"
 	"sync"
 	"time"
 )
@@ -44,4 +45,24 @@ func (b *bucket) reserve(n int) time.Time {
 	}
 	b.next = start.Add(b.dur(int64(n)))
 	return b.next
+}
+
+// Limiter paces bytes at one rate shared by all its callers, with the
+// wrapper's own token bucket, for programs that pace something other than
+// a Backend (scripts/latency-proxy paces HTTP bodies with it).
+type Limiter struct{ b *bucket }
+
+// NewLimiter returns a Limiter of bytesPerSec (> 0) that lets burst bytes
+// through at once after an idle spell (<= 0: 10 ms worth).
+func NewLimiter(bytesPerSec, burst int64) *Limiter {
+	return &Limiter{b: newBucket(bytesPerSec, burst)}
+}
+
+// Wait blocks until n more bytes may pass, or ctx ends. A nil Limiter
+// never waits.
+func (l *Limiter) Wait(ctx context.Context, n int) error {
+	if l == nil || n <= 0 {
+		return nil
+	}
+	return sleepUntil(ctx, l.b.reserve(n))
 }

@@ -27,8 +27,9 @@ import (
 	"os"
 	"os/signal"
 	"strings"
-	"sync"
 	"sync/atomic"
+
+	"github.com/stallfs/stallfs/backend/throttle"
 	"syscall"
 	"time"
 
@@ -61,7 +62,12 @@ func main() {
 		}
 		rate = int64(r)
 	}
-	p := &proxy{latency: *latency, pace: &pacer{rate: rate}}
+	p := &proxy{latency: *latency}
+	if rate > 0 {
+		// One byte of burst: bodies are paced from the first byte, as a
+		// link of that rate would.
+		p.pace = throttle.NewLimiter(rate, 1)
+	}
 	rp := httputil.NewSingleHostReverseProxy(u)
 	rp.FlushInterval = -1 // stream each body write at once, paced
 	rp.ModifyResponse = p.modify
@@ -96,8 +102,8 @@ func local(hostport string) bool {
 }
 
 type proxy struct {
-	latency  time.Duration // immutable
-	pace     *pacer        // immutable
+	latency  time.Duration     // immutable
+	pace     *throttle.Limiter // immutable; nil: no pacing
 	getBytes atomic.Int64
 	requests atomic.Int64
 }
@@ -138,7 +144,7 @@ func (p *proxy) serveStats(w http.ResponseWriter, _ *http.Request) {
 type body struct {
 	rc   io.ReadCloser
 	ctx  context.Context
-	pace *pacer
+	pace *throttle.Limiter
 	n    *atomic.Int64 // nil: not counted
 }
 
@@ -151,7 +157,7 @@ func (b *body) Read(buf []byte) (int, error) {
 		if b.n != nil {
 			b.n.Add(int64(n))
 		}
-		if werr := b.pace.wait(b.ctx, n); werr != nil && err == nil {
+		if werr := b.pace.Wait(b.ctx, n); werr != nil && err == nil {
 			err = werr
 		}
 	}
@@ -159,35 +165,3 @@ func (b *body) Read(buf []byte) (int, error) {
 }
 
 func (b *body) Close() error { return b.rc.Close() }
-
-// pacer shares one rate among all bodies: each read reserves its bytes'
-// slot on a virtual clock and waits until the slot ends.
-type pacer struct {
-	rate int64 // bytes per second; 0: no pacing
-
-	mu   sync.Mutex
-	next time.Time // guarded by mu: when the link is free again
-}
-
-func (p *pacer) wait(ctx context.Context, n int) error {
-	if p.rate <= 0 {
-		return nil
-	}
-	d := time.Duration(int64(n) * int64(time.Second) / p.rate)
-	p.mu.Lock()
-	now := time.Now()
-	if p.next.Before(now) {
-		p.next = now
-	}
-	p.next = p.next.Add(d)
-	until := p.next
-	p.mu.Unlock()
-	t := time.NewTimer(time.Until(until))
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
